@@ -1,0 +1,80 @@
+"""Evaluation metrics of the SelfCheckGPT paper (§7), computed with scikit-learn and scipy.
+
+- Sentence level, AUC-PR as the paper computes it: the trapezoidal area under the precision-recall curve,
+  ``sklearn.metrics.auc(recall, precision)`` (not average precision).
+  * NonFact: positive = label > 0.499 (major or minor inaccurate), all sentences.
+  * NonFact*: positive = major inaccurate (label > 0.99), only in passages whose mean label < 0.99, i.e. leaving
+    out the totally hallucinated passages (206 passages, 1632 sentences on WikiBio).
+  * Factual: positive = accurate (label < 0.001), scored by the negated score (1 - score for bounded scores).
+- Passage level: Pearson and Spearman correlation of the passage score with the mean sentence label.
+- Random baseline: the AUC-PR of a constant score is the positive rate.
+All figures are returned in percent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import pearsonr, spearmanr
+from sklearn.metrics import auc, precision_recall_curve
+
+COLUMNS = ("nonfact", "nonfact_star", "factual", "pearson", "spearman")
+
+
+def auc_pr(y_true: np.ndarray, scores: np.ndarray) -> float:
+    """Trapezoidal area under the precision-recall curve, in percent."""
+    y_true = np.asarray(y_true, dtype=int)
+    scores = np.asarray(scores, dtype=float)
+    if y_true.sum() == 0 or y_true.sum() == len(y_true):
+        return float("nan")
+    # +inf scores (an unseen n-gram) rank first; keep them finite for scikit-learn without changing the order
+    finite = np.isfinite(scores)
+    if not finite.all():
+        hi = scores[finite].max() if finite.any() else 0.0
+        lo = scores[finite].min() if finite.any() else 0.0
+        scores = np.where(np.isposinf(scores), hi + 1.0, np.where(np.isneginf(scores), lo - 1.0, scores))
+    precision, recall, _ = precision_recall_curve(y_true, scores)
+    return 100.0 * float(auc(recall, precision))
+
+
+@dataclass
+class LabelledScores:
+    """Flat arrays for evaluation: one entry per sentence, plus per-passage arrays."""
+
+    sent_labels: np.ndarray
+    sent_scores: np.ndarray
+    sent_passage: np.ndarray  # index of the passage each sentence belongs to
+    passage_labels: np.ndarray  # mean sentence label
+    passage_scores: np.ndarray
+
+
+def evaluate_scores(ls: LabelledScores) -> dict[str, float]:
+    y = ls.sent_labels
+    s = ls.sent_scores
+    keep = ls.passage_labels[ls.sent_passage] < 0.99
+    out = {
+        "nonfact": auc_pr(y > 0.499, s),
+        "nonfact_star": auc_pr(y[keep] > 0.99, s[keep]),
+        "factual": auc_pr(y < 0.001, -s),
+    }
+    ps = np.asarray(ls.passage_scores, dtype=float)
+    ok = np.isfinite(ps)
+    if ok.sum() >= 3 and np.std(ps[ok]) > 0:
+        out["pearson"] = 100.0 * float(pearsonr(ls.passage_labels[ok], ps[ok])[0])
+        out["spearman"] = 100.0 * float(spearmanr(ls.passage_labels[ok], ps[ok])[0])
+    else:
+        out["pearson"] = out["spearman"] = float("nan")
+    return out
+
+
+def random_baseline(ls: LabelledScores) -> dict[str, float]:
+    y = ls.sent_labels
+    keep = ls.passage_labels[ls.sent_passage] < 0.99
+    return {
+        "nonfact": 100.0 * float(np.mean(y > 0.499)),
+        "nonfact_star": 100.0 * float(np.mean(y[keep] > 0.99)),
+        "factual": 100.0 * float(np.mean(y < 0.001)),
+        "pearson": float("nan"),
+        "spearman": float("nan"),
+    }

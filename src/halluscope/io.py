@@ -1,0 +1,196 @@
+"""Reading records (JSONL, JSON, CSV, Python objects) and writing results (JSON, JSONL, CSV, Parquet).
+
+Reading never stops at the first bad record: every record is validated on its own, the valid ones are returned, and
+each invalid one becomes a :class:`RecordError` that names the record and the field.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import json
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from .types import ItemResult, Record, RecordError, Results
+
+# The WikiBio GPT-3 file (SelfCheckGPT) uses its own field names: map them onto ours.
+WIKIBIO_ALIASES = {
+    "gpt3_text": "response",
+    "gpt3_text_samples": "samples",
+    "gpt3_sentences": "sentences",
+    "annotation": "labels",
+    "wiki_bio_text": "reference",
+    "wiki_bio_test_idx": "id",
+}
+
+
+def _normalize_keys(d: Mapping[str, Any]) -> dict:
+    if "response" in d or "gpt3_text" not in d:
+        return dict(d)
+    out = {}
+    for k, v in d.items():
+        key = WIKIBIO_ALIASES.get(k, k)
+        if key in ("samples", "sentences", "labels") and isinstance(v, str) and v.startswith("["):
+            v = ast.literal_eval(v)  # some copies store lists as Python literals
+        out[key] = v
+    return out
+
+
+def records_from_objects(objs: Iterable[Any], source: str = "") -> tuple[list[Record], list[RecordError]]:
+    """Validate raw dicts (or :class:`Record` objects) one by one; return the valid records and the errors."""
+    records: list[Record] = []
+    errors: list[RecordError] = []
+    seen: set[str] = set()
+    for i, obj in enumerate(objs):
+        if obj is None:  # a line that was not valid JSON (already reported): keeps the numbering
+            continue
+        if isinstance(obj, Record):
+            rec = obj
+            rec.id = rec.id or str(i)
+        else:
+            try:
+                rec = Record.from_dict(_normalize_keys(obj) if isinstance(obj, Mapping) else obj, index=i)
+            except RecordError as e:
+                errors.append(e)
+                continue
+        if rec.id in seen:
+            errors.append(RecordError(rec.id, "id", "duplicate id (ids must be unique within a file)"))
+            continue
+        seen.add(rec.id)
+        records.append(rec)
+    return records, errors
+
+
+def _csv_rows(path: Path) -> Iterable[dict]:
+    with path.open(newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            out: dict[str, Any] = {}
+            sample_cols = sorted(
+                (k for k in row if k and k.startswith("sample_") and k[7:].isdigit()), key=lambda k: int(k[7:])
+            )
+            for k, v in row.items():
+                if k in sample_cols or k is None:
+                    continue
+                if k in ("samples", "sentences", "labels") and v:
+                    try:
+                        v = json.loads(v)
+                    except json.JSONDecodeError:
+                        v = v  # left as a string: validation names the field
+                out[k] = v if v != "" else None
+            if sample_cols:
+                out["samples"] = [row[k] for k in sample_cols if row[k]]
+            yield out
+
+
+def read_records(path: str | Path) -> tuple[list[Record], list[RecordError]]:
+    """Read records from a ``.jsonl``, ``.json`` or ``.csv`` file.
+
+    JSONL: one object per line. JSON: a list of objects, or ``{"records": [...]}``. CSV: columns ``response``,
+    ``samples`` (a JSON list) or ``sample_1..sample_N``, optional ``id``, ``prompt``, ``sentences``/``labels`` (JSON
+    lists). Lines that are not valid JSON become errors naming the line; the other records are still returned.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise RecordError(str(path), "<file>", "file does not exist")
+    try:
+        text = path.read_text(encoding="utf-8") if path.suffix.lower() != ".csv" else None
+    except (OSError, UnicodeDecodeError) as e:
+        raise RecordError(str(path), "<file>", f"cannot read file: {e}") from e
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        try:
+            return records_from_objects(list(_csv_rows(path)), str(path))
+        except (OSError, UnicodeDecodeError, csv.Error) as e:
+            raise RecordError(str(path), "<file>", f"cannot read CSV: {e}") from e
+    if suffix == ".jsonl":
+        objs: list[Any] = []
+        bad: list[RecordError] = []
+        for lineno, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                objs.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                bad.append(RecordError(f"line {lineno}", "<json>", f"not valid JSON: {e.msg}"))
+                objs.append(None)  # keep positions so record indices stay the line order
+        recs, errs = records_from_objects(objs, str(path))
+        return recs, bad + errs
+    if suffix == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise RecordError(str(path), "<file>", f"not valid JSON: {e.msg} at line {e.lineno}") from e
+        if isinstance(data, Mapping) and "records" in data:
+            data = data["records"]
+        if not isinstance(data, list):
+            raise RecordError(str(path), "<file>", "a JSON file must hold a list of records or {'records': [...]}")
+        return records_from_objects(data, str(path))
+    raise RecordError(str(path), "<file>", f"unknown file type {suffix!r} (use .jsonl, .json or .csv)")
+
+
+# ---------------------------------------------------------------------------------------------------- results
+
+
+class ResultWriter:
+    """Appends one JSON line per scored record as soon as it is done, so an interrupted run loses nothing.
+
+    With ``resume=True`` the ids already in the file are read back and can be skipped by the caller.
+    """
+
+    def __init__(self, path: str | Path, resume: bool = False):
+        self.path = Path(path)
+        self.done: dict[str, ItemResult] = {}
+        if resume and self.path.exists():
+            for line in self.path.read_text(encoding="utf-8").splitlines():
+                if not line.strip():
+                    continue
+                try:
+                    d = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line cut short by an interruption: that record is scored again
+                if "sentence_scores" in d:
+                    it = ItemResult.from_dict(d)
+                    self.done[it.id] = it
+            # rewrite without any half-written tail line
+            self.path.write_text("".join(json.dumps(it.to_dict()) + "\n" for it in self.done.values()))
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_text("")
+
+    def write(self, item: ItemResult) -> None:
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(item.to_dict()) + "\n")
+            f.flush()
+
+
+def read_results(path: str | Path) -> Results:
+    """Read results written by :func:`write_results` (JSON or JSONL)."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    if path.suffix.lower() == ".jsonl":
+        items = [ItemResult.from_dict(json.loads(l)) for l in text.splitlines() if l.strip()]
+        methods = list(items[0].sentence_scores) if items else []
+        return Results(items=items, methods=methods)
+    d = json.loads(text)
+    items = [ItemResult.from_dict(x) for x in d["items"]]
+    errs = [RecordError(e["record"], e["field"], e["error"]) for e in d.get("errors", [])]
+    return Results(items=items, errors=errs, methods=d.get("methods", []), settings=d.get("settings", {}))
+
+
+def write_results(results: Results, path: str | Path) -> Path:
+    """Write results; the format follows the suffix: .json, .jsonl, .csv (one row per sentence), .parquet."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        path.write_text(json.dumps(results.to_dict(), indent=1), encoding="utf-8")
+    elif suffix == ".jsonl":
+        path.write_text("".join(json.dumps(it.to_dict()) + "\n" for it in results.items), encoding="utf-8")
+    elif suffix == ".csv":
+        results.to_df("sentence").to_csv(path, index=False)
+    elif suffix == ".parquet":
+        results.to_df("sentence").to_parquet(path, index=False)
+    else:
+        raise ValueError(f"unknown output type {suffix!r} (use .json, .jsonl, .csv or .parquet)")
+    return path

@@ -1,0 +1,260 @@
+"""The detector: records in, results out.
+
+    from halluscope import Detector
+    det = Detector(methods=["ngram1_max", "bertscore", "nli", "combination"])
+    results = det.score([{"response": "...", "samples": ["...", "..."]}])
+    results.to_df()
+
+Records are scored in chunks (each scorer batches its model work over a chunk); each finished record is appended to
+the output file at once, so an interrupted run keeps its work and ``resume=True`` continues where it stopped.
+Models are loaded once per detector, lazily, and only for the methods asked for.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from .io import ResultWriter, records_from_objects
+from .scorers import combination
+from .scorers.base import MethodScores, PreparedItem
+from .types import ItemResult, MethodInfo, Record, RecordError, Results
+
+DEFAULT_METHODS = ("ngram1_max", "bertscore", "nli", "combination")
+_NGRAM = re.compile(r"^ngram([1-9])_(avg|max)$")
+BASE_METHODS = {"bertscore", "nli"}
+
+
+def available_methods() -> list[str]:
+    """Every method name the detector accepts."""
+    names = [f"ngram{n}_{a}" for a in ("avg", "max") for n in range(1, 6)]
+    return names + ["bertscore", "nli", "combination"]
+
+
+def parse_methods(methods: str | Sequence[str] | None) -> list[str]:
+    """Accepts a list or a comma-separated string; ``ngram`` expands to every n-gram variant (n = 1..5, avg and
+    max); ``all`` to every method."""
+    if methods is None:
+        return list(DEFAULT_METHODS)
+    if isinstance(methods, str):
+        methods = [m.strip() for m in methods.split(",") if m.strip()]
+    out: list[str] = []
+    for m in methods:
+        m = m.lower()
+        if m == "all":
+            out.extend(available_methods())
+        elif m == "ngram":
+            out.extend(f"ngram{n}_{a}" for a in ("avg", "max") for n in range(1, 6))
+        elif m == "unigram":
+            out.append("ngram1_max")
+        elif _NGRAM.match(m) or m in BASE_METHODS or m == "combination":
+            out.append(m)
+        else:
+            raise ValueError(f"unknown method {m!r}; choose from {', '.join(available_methods())} (or 'ngram', 'all')")
+    out = list(dict.fromkeys(out))
+    if out == ["combination"]:
+        raise ValueError("'combination' combines other methods: name them too (e.g. ngram1_max,bertscore,combination)")
+    return out
+
+
+@dataclass
+class Detector:
+    """Scores records with the chosen methods.
+
+    methods: method names (see :func:`available_methods`); default ngram1_max, bertscore, nli, combination.
+    encoder / layer: BERTScore encoder (hub id, local path or ``minilm``) and its layer (default: the last).
+    bertscore_baseline: optional bert_score-format baseline file for rescaling.
+    nli: NLI model (``aegis`` or a hub id / local path); nli_sentence_first: feed (sentence, sample) pairs.
+    combine: the methods averaged by ``combination`` (default: every other chosen method).
+    chunk_size: records per batch of model work.
+    """
+
+    methods: Sequence[str] | str | None = None
+    encoder: str | None = None
+    layer: int | None = None
+    bertscore_baseline: str | None = None
+    nli: str | None = None
+    nli_sentence_first: bool = False
+    combine: Sequence[str] | str | None = None
+    chunk_size: int = 16
+    _scorers: list[Any] = field(default_factory=list, init=False, repr=False)
+    _models: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.methods = parse_methods(self.methods)
+        base = [m for m in self.methods if m != "combination"]
+        if "combination" in self.methods:
+            comb = parse_methods(self.combine) if self.combine else base
+            missing = [m for m in comb if m not in base]
+            if missing:
+                base.extend(missing)  # components are scored even when not listed on their own
+            self.combine = comb
+            self.methods = base + ["combination"]
+        self.base_methods = base
+
+    # ------------------------------------------------------------------ shared models (loaded once, lazily)
+    def encoder_model(self):
+        if "encoder" not in self._models:
+            from .models.encoder import Encoder
+
+            self._models["encoder"] = Encoder(self.encoder, layer=self.layer)
+        return self._models["encoder"]
+
+    def nli_model(self):
+        if "nli" not in self._models:
+            from .models.nli import load_nli
+
+            self._models["nli"] = load_nli(self.nli)
+        return self._models["nli"]
+
+    def scorers(self) -> list[Any]:
+        if self._scorers:
+            return self._scorers
+        ngrams = [_NGRAM.match(m) for m in self.base_methods]
+        ngrams = [g for g in ngrams if g]
+        if ngrams:
+            from .scorers.ngram import NgramScorer
+
+            ns = tuple(sorted({int(g.group(1)) for g in ngrams}))
+            aggs = tuple(sorted({g.group(2) for g in ngrams}))
+            self._scorers.append(NgramScorer(ns=ns, aggs=aggs))
+        if "bertscore" in self.base_methods:
+            from .scorers.bertscore import BERTScoreScorer
+
+            self._scorers.append(BERTScoreScorer(self.encoder_model(), baseline=self.bertscore_baseline))
+        if "nli" in self.base_methods:
+            from .scorers.nli import NLIScorer
+
+            self._scorers.append(NLIScorer(self.nli_model(), sentence_first=self.nli_sentence_first))
+        return self._scorers
+
+    def method_info(self) -> dict[str, MethodInfo]:
+        infos = {i.name: i for s in self.scorers() for i in s.method_info()}
+        out = {m: infos[m] for m in self.base_methods}
+        if "combination" in self.methods:
+            out["combination"] = combination.info(list(self.combine))
+        return out
+
+    # ------------------------------------------------------------------ scoring
+    def score_items(self, items: list[PreparedItem]) -> list[ItemResult]:
+        """Score prepared items (no file output); every chosen base method, no combination."""
+        table: dict[str, list[MethodScores]] = {}
+        for sc in self.scorers():
+            table.update(sc.score(items))
+        results = []
+        for k, it in enumerate(items):
+            res = ItemResult(
+                id=it.id,
+                sentences=list(it.sentences),
+                labels=it.record.labels,
+                prompt=it.record.prompt,
+                response=it.record.response,
+                num_samples=len(it.evidence),
+            )
+            for m in self.base_methods:
+                ms = table[m][k]
+                res.sentence_scores[m] = [float(x) for x in np.asarray(ms.sentence)]
+                res.passage_scores[m] = float(ms.passage)
+                if ms.evidence is not None:
+                    res.evidence[m] = ms.evidence
+            results.append(res)
+        return results
+
+    def score(
+        self,
+        records: Iterable[Record | dict],
+        output: str | Path | None = None,
+        resume: bool = False,
+        progress: bool | Callable[[int, int], None] = False,
+        evidence: Callable[[Record], Sequence[str]] | None = None,
+    ) -> Results:
+        """Score records (dicts or :class:`Record`).
+
+        Invalid records become errors in ``Results.errors`` and do not stop the others. With ``output`` (a .jsonl
+        file) each record is written as soon as it is scored; ``resume=True`` skips the records already there.
+        ``evidence`` replaces the samples as what each sentence is checked against (e.g. a reference passage).
+        """
+        errors: list[RecordError] = []
+        recs: list[Record] = []
+        raw = list(records)
+        if raw and all(isinstance(r, Record) for r in raw):
+            recs = raw  # already validated
+        else:
+            recs, errors = records_from_objects(raw)
+        writer = ResultWriter(output, resume=resume) if output else None
+        done = dict(writer.done) if writer else {}
+        todo = [r for r in recs if r.id not in done]
+        for r in todo:
+            ev = evidence(r) if evidence else r.samples
+            if not ev:
+                errors.append(RecordError(r.id, "samples", "no samples to check the response against"))
+        bad = {e.record for e in errors}
+        todo = [r for r in todo if r.id not in bad]
+        t0 = time.perf_counter()
+        scored: dict[str, ItemResult] = {}
+        bar = _progress(progress, len(todo))
+        try:
+            for start in range(0, len(todo), self.chunk_size):
+                chunk = todo[start : start + self.chunk_size]
+                items = [PreparedItem.from_record(r, evidence(r) if evidence else None) for r in chunk]
+                for res in self.score_items(items):
+                    scored[res.id] = res
+                    if writer:
+                        writer.write(res)
+                bar(len(chunk))
+        finally:
+            bar(None)
+        ordered = [done.get(r.id) or scored[r.id] for r in recs if r.id in done or r.id in scored]
+        settings: dict[str, Any] = {
+            "methods": {m: vars(i) for m, i in self.method_info().items()},
+            "encoder": self._models["encoder"].model_path if "encoder" in self._models else None,
+            "layer": self._models["encoder"].layer if "encoder" in self._models else None,
+            "nli": self._models["nli"].name if "nli" in self._models else None,
+            "seconds": round(time.perf_counter() - t0, 3),
+            "resumed": len(done),
+        }
+        if "combination" in self.methods and ordered:
+            stats = combination.apply(ordered, list(self.combine))
+            settings["combination_stats"] = stats
+        results = Results(items=ordered, errors=errors, methods=list(self.methods), settings=settings)
+        if writer:  # final file: every record, with the combination added
+            from .io import write_results
+
+            write_results(results, writer.path)
+        return results
+
+
+def _progress(progress, total: int):
+    """A callable ``step(n)``; ``step(None)`` closes. Uses rich when ``progress`` is True."""
+    if callable(progress):
+        count = [0]
+
+        def step(n):
+            if n is not None:
+                count[0] += n
+                progress(count[0], total)
+
+        return step
+    if not progress or total == 0:
+        return lambda n: None
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    p = Progress(
+        TextColumn("scoring"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
+        TimeRemainingColumn(), transient=True,
+    )
+    p.start()
+    task = p.add_task("score", total=total)
+
+    def step(n):
+        if n is None:
+            p.stop()
+        else:
+            p.advance(task, n)
+
+    return step

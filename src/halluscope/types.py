@@ -1,0 +1,240 @@
+"""Records in, results out: the one schema every scorer and output shares.
+
+Score direction everywhere: **hallucination score, higher = more likely hallucinated**. Bounded methods give a
+value in [0, 1]; unbounded ones (n-gram -log p, combination z-scores) are kept raw and say so in ``METHOD_INFO``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+LABEL_VALUES = {"major_inaccurate": 1.0, "minor_inaccurate": 0.5, "accurate": 0.0}
+
+
+class RecordError(ValueError):
+    """A record that cannot be scored. Names the record and the field at fault."""
+
+    def __init__(self, record: str, field: str, message: str):
+        self.record = record
+        self.field = field
+        self.message = message
+        super().__init__(f"record {record}: field '{field}': {message}")
+
+    def to_dict(self) -> dict:
+        return {"record": self.record, "field": self.field, "error": self.message}
+
+
+@dataclass
+class Record:
+    """One answer to check: the main ``response`` and N stochastic ``samples`` drawn from the same prompt.
+
+    ``sentences`` are the units scored (split from ``response`` when not given); ``labels`` (optional) hold one
+    human label per sentence (0 accurate, 0.5 minor, 1 major inaccurate; the WikiBio strings are accepted too).
+    ``reference`` is optional external knowledge (e.g. the WikiBio passage) usable in place of the samples.
+    """
+
+    response: str
+    samples: list[str]
+    id: str = ""
+    prompt: str | None = None
+    sentences: list[str] | None = None
+    labels: list[float] | None = None
+    reference: str | None = None
+    meta: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], index: int | str = 0) -> "Record":
+        """Validate a raw mapping and build a record; raises :class:`RecordError` naming the record and field."""
+        if not isinstance(d, Mapping):
+            raise RecordError(str(index), "<record>", f"expected an object, got {type(d).__name__}")
+        rid = d.get("id")
+        rid = str(index) if rid is None or rid == "" else str(rid)
+
+        response = d.get("response")
+        if response is None:
+            raise RecordError(rid, "response", "missing")
+        if not isinstance(response, str):
+            raise RecordError(rid, "response", f"must be a string, got {type(response).__name__}")
+        if not response.strip():
+            raise RecordError(rid, "response", "empty text")
+
+        samples = d.get("samples", [])
+        if samples is None:
+            samples = []
+        if isinstance(samples, str) or not isinstance(samples, (list, tuple)):
+            raise RecordError(rid, "samples", f"must be a list of strings, got {type(samples).__name__}")
+        for k, s in enumerate(samples):
+            if not isinstance(s, str):
+                raise RecordError(rid, f"samples[{k}]", f"must be a string, got {type(s).__name__}")
+            if not s.strip():
+                raise RecordError(rid, f"samples[{k}]", "empty text")
+
+        sentences = d.get("sentences")
+        if sentences is not None:
+            if isinstance(sentences, str) or not isinstance(sentences, (list, tuple)):
+                raise RecordError(rid, "sentences", "must be a list of strings")
+            if not sentences:
+                raise RecordError(rid, "sentences", "empty list")
+            for k, s in enumerate(sentences):
+                if not isinstance(s, str) or not s.strip():
+                    raise RecordError(rid, f"sentences[{k}]", "must be a non-empty string")
+            sentences = list(sentences)
+
+        labels = d.get("labels")
+        if labels is not None:
+            if isinstance(labels, str) or not isinstance(labels, (list, tuple)):
+                raise RecordError(rid, "labels", "must be a list (one label per sentence)")
+            if sentences is None:
+                raise RecordError(rid, "labels", "labels need 'sentences' to say which sentence each label is for")
+            if len(labels) != len(sentences):
+                raise RecordError(
+                    rid, "labels", f"{len(labels)} labels for {len(sentences)} sentences: they must match one to one"
+                )
+            labels = [_label_value(rid, k, v) for k, v in enumerate(labels)]
+
+        prompt = d.get("prompt")
+        if prompt is not None and not isinstance(prompt, str):
+            raise RecordError(rid, "prompt", "must be a string")
+        reference = d.get("reference")
+        if reference is not None and not isinstance(reference, str):
+            raise RecordError(rid, "reference", "must be a string")
+        known = {"id", "response", "samples", "sentences", "labels", "prompt", "reference"}
+        meta = {k: v for k, v in d.items() if k not in known}
+        return cls(
+            response=response,
+            samples=list(samples),
+            id=rid,
+            prompt=prompt,
+            sentences=sentences,
+            labels=labels,
+            reference=reference,
+            meta=meta,
+        )
+
+    def to_dict(self) -> dict:
+        d = {"id": self.id, "prompt": self.prompt, "response": self.response, "samples": self.samples}
+        if self.sentences is not None:
+            d["sentences"] = self.sentences
+        if self.labels is not None:
+            d["labels"] = self.labels
+        if self.reference is not None:
+            d["reference"] = self.reference
+        return d
+
+
+def _label_value(rid: str, k: int, v: Any) -> float:
+    if isinstance(v, str):
+        if v in LABEL_VALUES:
+            return LABEL_VALUES[v]
+        try:
+            v = float(v)
+        except ValueError:
+            raise RecordError(rid, f"labels[{k}]", f"unknown label {v!r} (use 0..1 or {sorted(LABEL_VALUES)})")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v) or not 0.0 <= float(v) <= 1.0:
+        raise RecordError(rid, f"labels[{k}]", f"label must be a number in [0, 1], got {v!r}")
+    return float(v)
+
+
+@dataclass
+class MethodInfo:
+    name: str
+    bounded: bool
+    description: str
+    passage: str = "mean"  # how the passage score is formed from the sentences
+
+
+@dataclass
+class ItemResult:
+    """Scores of one record: per method, one score per sentence and one passage score."""
+
+    id: str
+    sentences: list[str]
+    sentence_scores: dict[str, list[float]] = field(default_factory=dict)
+    passage_scores: dict[str, float] = field(default_factory=dict)
+    labels: list[float] | None = None
+    prompt: str | None = None
+    response: str | None = None
+    num_samples: int = 0
+    evidence: dict[str, list[Any]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.id,
+            "prompt": self.prompt,
+            "response": self.response,
+            "num_samples": self.num_samples,
+            "sentences": self.sentences,
+            "labels": self.labels,
+            "sentence_scores": self.sentence_scores,
+            "passage_scores": self.passage_scores,
+            **({"evidence": self.evidence} if self.evidence else {}),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ItemResult":
+        return cls(
+            id=str(d["id"]),
+            sentences=list(d["sentences"]),
+            sentence_scores={k: [float(x) for x in v] for k, v in d.get("sentence_scores", {}).items()},
+            passage_scores={k: float(v) for k, v in d.get("passage_scores", {}).items()},
+            labels=d.get("labels"),
+            prompt=d.get("prompt"),
+            response=d.get("response"),
+            num_samples=int(d.get("num_samples", 0)),
+            evidence=dict(d.get("evidence", {})),
+        )
+
+
+@dataclass
+class Results:
+    """A run's results: the scored items, the records that failed validation, and the run's settings."""
+
+    items: list[ItemResult] = field(default_factory=list)
+    errors: list[RecordError] = field(default_factory=list)
+    methods: list[str] = field(default_factory=list)
+    settings: dict = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __iter__(self):
+        return iter(self.items)
+
+    def to_df(self, level: str = "sentence"):
+        """A pandas DataFrame: ``level='sentence'`` gives one row per sentence, ``'passage'`` one per record."""
+        import pandas as pd
+
+        rows: list[dict] = []
+        if level == "sentence":
+            for it in self.items:
+                for i, s in enumerate(it.sentences):
+                    row = {"id": it.id, "sentence_index": i, "sentence": s}
+                    if it.labels is not None:
+                        row["label"] = it.labels[i]
+                    for m, v in it.sentence_scores.items():
+                        row[m] = v[i]
+                    rows.append(row)
+        elif level == "passage":
+            for it in self.items:
+                row = {"id": it.id, "num_sentences": len(it.sentences), "num_samples": it.num_samples}
+                if it.labels is not None:
+                    row["label"] = sum(it.labels) / len(it.labels)
+                row.update(it.passage_scores)
+                rows.append(row)
+        else:
+            raise ValueError(f"level must be 'sentence' or 'passage', got {level!r}")
+        return pd.DataFrame(rows)
+
+    def to_dict(self) -> dict:
+        return {
+            "methods": self.methods,
+            "settings": self.settings,
+            "items": [it.to_dict() for it in self.items],
+            "errors": [e.to_dict() for e in self.errors],
+        }
+
+
+def iter_labelled(items: Iterable[ItemResult]) -> Iterable[ItemResult]:
+    return (it for it in items if it.labels is not None)
