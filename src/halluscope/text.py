@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+import numpy as np
+
 _SENT_END = {".", "!", "?"}
 _CLOSERS = {'"', "'", ")", "]", "”", "’"}
 
@@ -47,40 +49,68 @@ def tokenize_many(texts: list[str]) -> list[list[str]]:
     return [[t.text for t in doc] for doc in tok.pipe(texts, batch_size=512)]
 
 
-def token_sentences(tokens: list[str]) -> list[list[str]]:
-    """Group a token stream into sentences, as a rule-based stand-in for spaCy's parser: a sentence ends at '.',
-    '!' or '?' (with any closing quotes/brackets) when the next word starts with an upper-case letter, a digit or an
-    opening quote; a whitespace token holding a line break also ends a sentence."""
-    out: list[list[str]] = []
-    cur: list[str] = []
+def token_arrays(texts: list[str], lowercase: bool = True):
+    """Tokenize texts with spaCy's English rules, as arrays (no Python string per token).
+
+    Returns one ``(ids, space)`` pair per text: ``ids`` are spaCy's 64-bit string hashes of each token (of its
+    lower-cased form when ``lowercase``), ``space`` is 0 for a word, 1 for a whitespace token, 2 for a whitespace
+    token holding a line break.
+    """
+    from spacy.attrs import IS_SPACE, LOWER, ORTH
+
+    attr = LOWER if lowercase else ORTH
+    out = []
+    for doc in _tokenizer().pipe(texts, batch_size=512):
+        a = doc.to_array([attr, IS_SPACE])
+        ids = np.ascontiguousarray(a[:, 0]).view(np.uint64) if len(a) else np.zeros(0, np.uint64)
+        space = a[:, 1].astype(np.int8) if len(a) else np.zeros(0, np.int8)
+        for i in np.flatnonzero(space):
+            if "\n" in doc[int(i)].text:
+                space[i] = 2
+        out.append((ids, space))
+    return out
+
+
+def strip_array(ids: np.ndarray, space: np.ndarray) -> np.ndarray:
+    """Drop whitespace tokens at both ends (as ``str.strip`` before tokenizing does)."""
+    words = np.flatnonzero(space == 0)
+    if len(words) == 0:
+        return ids
+    return ids[words[0] : words[-1] + 1]
+
+
+def token_sentence_spans(tokens: list[str]) -> list[tuple[int, int]]:
+    """Sentence spans (start, end token index) in a token stream, a rule-based stand-in for spaCy's parser: a
+    sentence ends at '.', '!' or '?' (with any closing quotes/brackets) when the next word starts with an upper-case
+    letter, a digit or an opening quote; a whitespace token holding a line break also ends a sentence."""
+    spans: list[tuple[int, int]] = []
+    start = 0
     n = len(tokens)
     i = 0
     while i < n:
         t = tokens[i]
-        if t.isspace():
-            if "\n" in t and cur:
-                out.append(cur)
-                cur = []
-            else:
-                cur.append(t)
-            i += 1
-            continue
-        cur.append(t)
         i += 1
+        if t.isspace():
+            if "\n" in t:
+                spans.append((start, i - 1))
+                start = i
+            continue
         if t in _SENT_END or (len(t) > 1 and t[-1] in _SENT_END and t[-2] in _SENT_END):
             while i < n and tokens[i] in _CLOSERS:
-                cur.append(tokens[i])
                 i += 1
             j = i
             while j < n and tokens[j].isspace() and "\n" not in tokens[j]:
                 j += 1
             if j >= n or _starts_sentence(tokens[j]):
-                out.append(cur)
-                cur = []
-                i = j
-    if cur:
-        out.append(cur)
-    return [s for s in (strip_space(x) for x in out) if s]
+                spans.append((start, i))
+                start = i
+    spans.append((start, n))
+    return [(a, b) for a, b in spans if any(not tokens[k].isspace() for k in range(a, b))]
+
+
+def token_sentences(tokens: list[str]) -> list[list[str]]:
+    """The sentences of :func:`token_sentence_spans` as token lists (edge whitespace removed)."""
+    return [strip_space(tokens[a:b]) for a, b in token_sentence_spans(tokens)]
 
 
 def _starts_sentence(tok: str) -> bool:

@@ -87,7 +87,7 @@ class AegisNLI(NLI):
             [h for _, h in pairs],
             max_length=self.max_length,
             padding="max_length",
-            truncation="only_first",
+            truncation="longest_first",
             return_tensors="np",
         )
         self.forward_tokens += int(enc["attention_mask"].sum())
@@ -141,7 +141,7 @@ class HFNLI(NLI):
             [h for _, h in pairs],
             max_length=self.max_length,
             padding=True,
-            truncation="only_first",
+            truncation="longest_first",
             return_tensors="pt",
         )
         self.forward_tokens += int(enc["attention_mask"].sum())

@@ -14,9 +14,11 @@ integer-coded n-grams.
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 
-from ..text import parser_sentences, strip_space, token_sentences, tokenize_many
+from ..text import parser_sentences, strip_array, token_arrays, token_sentence_spans, tokenize_many
 from ..types import MethodInfo
 from .base import MethodScores, PreparedItem
 
@@ -74,26 +76,29 @@ class NgramScorer:
             ev_sents = None
             ev_texts = evidence
         sent_texts = [s for it in items for s in it.sentences]
-        toks = tokenize_many(sent_texts + ev_texts)  # one tokenizer pass over everything
-        if self.lowercase:
-            toks = [[t.lower() for t in ts] for ts in toks]
-        sent_toks, ev_toks = toks[: len(sent_texts)], toks[len(sent_texts) :]
+        arrs = token_arrays(sent_texts + ev_texts, self.lowercase)  # one tokenizer pass over everything
+        if need_split and self.sentence_split == "rule":
+            words = tokenize_many(ev_texts)
+        sent_arr, ev_arr = arrs[: len(sent_texts)], arrs[len(sent_texts) :]
         out: dict[str, list[MethodScores]] = {m.name: [] for m in self.method_info()}
         si = ei = ti = 0
         for it in items:
-            eval_sents = [self._clean(t) for t in sent_toks[si : si + len(it.sentences)]]
+            eval_sents = [strip_array(*a) for a in sent_arr[si : si + len(it.sentences)]]
             si += len(it.sentences)
             train_sents = list(eval_sents)  # R counts once: its own sentences are part of the training text
             for _ in it.evidence:
                 if ev_sents is not None:
                     k = len(ev_sents[ei])
-                    train_sents.extend(self._clean(t) for t in ev_toks[ti : ti + k])
+                    train_sents.extend(strip_array(*a) for a in ev_arr[ti : ti + k])
                     ti += k
                 elif need_split:
-                    train_sents.extend(token_sentences(ev_toks[ti]))
+                    ids, space = ev_arr[ti]
+                    for a, b in token_sentence_spans(words[ti]):
+                        train_sents.append(strip_array(ids[a:b], space[a:b]))
                     ti += 1
                 else:  # unigrams: no split needed; line breaks would be sentence edges, which the reference strips
-                    train_sents.append([t for t in ev_toks[ti] if not (t.isspace() and "\n" in t)])
+                    ids, space = ev_arr[ti]
+                    train_sents.append(ids[space != 2])
                     ti += 1
                 ei += 1
             res = self._score_item(train_sents, eval_sents)
@@ -102,63 +107,50 @@ class NgramScorer:
                     out[name].append(ms)
         return out
 
-    @staticmethod
-    def _clean(tokens: list[str]) -> list[str]:
-        return strip_space(tokens) or tokens
-
-    def _score_item(self, train: list[list[str]], evals: list[list[str]]) -> dict[str, MethodScores]:
-        vocab: dict[str, int] = {PAD: 0}
+    def _score_item(self, train: list[np.ndarray], evals: list[np.ndarray]) -> dict[str, MethodScores]:
+        """Count n-grams of the training sentences and score the evaluation sentences (token-hash arrays)."""
         maxn = max(self.ns)
         npad = maxn - 1
-
-        def encode(sents: list[list[str]]):
-            seq: list[int] = []
-            pos: list[int] = []
-            sent_of: list[int] = []
-            for si, s in enumerate(sents):
-                seq.extend([0] * npad)
-                for t in s:
-                    idx = vocab.get(t)
-                    if idx is None:
-                        idx = vocab[t] = len(vocab)
-                    pos.append(len(seq))
-                    sent_of.append(si)
-                    seq.append(idx)
-            return np.asarray(seq, dtype=np.int64), np.asarray(pos, dtype=np.int64), np.asarray(sent_of)
-
-        tr_seq, tr_pos, _ = encode(train)
-        ev_seq, ev_pos, ev_sent = encode(evals)
-        V = len(vocab)
-        use_int = V ** maxn < 2**62
-        res: dict[str, MethodScores] = {}
-        tr_key = tr_seq[tr_pos] if use_int else None
-        ev_key = ev_seq[ev_pos] if use_int else None
+        sents = train + evals
+        lens = np.array([len(x) for x in sents], dtype=np.int64)
+        flat = np.concatenate(sents) if len(sents) else np.zeros(0, np.uint64)
+        _, dense = np.unique(flat, return_inverse=True)
+        dense = dense.astype(np.int64) + 1  # 0 is the <s> padding symbol
+        V = int(dense.max(initial=0)) + 1
+        # lay the sentences out one after another, each preceded by npad padding symbols
+        starts = np.cumsum(np.concatenate([[0], lens[:-1] + npad])) + npad
+        pos = np.repeat(starts - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) + np.arange(lens.sum())
+        seq = np.zeros(int(lens.sum() + npad * len(sents)), dtype=np.int64)
+        seq[pos] = dense
+        n_train_tok = int(lens[: len(train)].sum())
+        tr_pos, ev_pos = pos[:n_train_tok], pos[n_train_tok:]
+        ev_sent = np.repeat(np.arange(len(evals)), lens[len(train) :])
         nsent = len(evals)
+        use_int = V**maxn < 2**62
+        res: dict[str, MethodScores] = {}
+        tr_key, ev_key = seq[tr_pos], seq[ev_pos]
         for n in range(1, maxn + 1):
             if n > 1:
                 if use_int:
-                    tr_key = tr_key * V + tr_seq[tr_pos - n + 1]
-                    ev_key = ev_key * V + ev_seq[ev_pos - n + 1]
+                    tr_key = tr_key * V + seq[tr_pos - n + 1]
+                    ev_key = ev_key * V + seq[ev_pos - n + 1]
+                else:  # very large vocabulary: tuple keys
+                    tr_key = [tuple(seq[p - n + 1 : p + 1]) for p in tr_pos]
+                    ev_key = [tuple(seq[p - n + 1 : p + 1]) for p in ev_pos]
             if n not in self.ns:
                 continue
-            if use_int:
+            if use_int or n == 1:
                 uniq, counts = np.unique(tr_key, return_counts=True)
-                idx = np.searchsorted(uniq, ev_key)
-                idx = np.clip(idx, 0, len(uniq) - 1)
-                found = uniq[idx] == ev_key
-                c = np.where(found, counts[idx], 0)
-            else:  # very large vocabulary: fall back to tuple keys
-                from collections import Counter
-
-                trk = [tuple(tr_seq[p - n + 1 : p + 1]) for p in tr_pos]
-                cnt = Counter(trk)
-                c = np.array([cnt.get(tuple(ev_seq[p - n + 1 : p + 1]), 0) for p in ev_pos])
-            total = len(tr_pos)
+                idx = np.clip(np.searchsorted(uniq, ev_key), 0, max(len(uniq) - 1, 0))
+                c = np.where(uniq[idx] == ev_key, counts[idx], 0) if len(uniq) else np.zeros(len(ev_key))
+            else:
+                cnt = Counter(tr_key)
+                c = np.array([cnt.get(k, 0) for k in ev_key])
             with np.errstate(divide="ignore"):
-                nlp = -np.log(c / total)  # unseen n-gram: +inf, as in the reference (cannot happen for R's own)
+                nlp = -np.log(c / max(n_train_tok, 1))  # unseen n-gram: +inf, as in the reference
             sums = np.bincount(ev_sent, weights=nlp, minlength=nsent)
-            lens = np.bincount(ev_sent, minlength=nsent)
-            avg = sums / np.maximum(lens, 1)
+            cnts = np.bincount(ev_sent, minlength=nsent)
+            avg = sums / np.maximum(cnts, 1)
             mx = np.full(nsent, -np.inf)
             np.maximum.at(mx, ev_sent, nlp)
             if "avg" in self.aggs:

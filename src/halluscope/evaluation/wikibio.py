@@ -1,0 +1,136 @@
+"""WikiBio GPT-3 (SelfCheckGPT's benchmark): loading, evaluation of results, and the paper's experiments.
+
+- :func:`evaluate_results`: the paper's five figures for every method of a result set with labels.
+- :func:`reproduce`: score the 238 passages with chosen methods; our figures beside Tables 3 and 6.
+- :func:`ablation_samples`: Figure 7, passage Spearman (and Figure 8, NonFact* AUC-PR) against the number of samples.
+- :func:`ablation_reference`: Table 4, the WikiBio reference passage in place of the samples.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..io import read_records
+from ..pipeline import Detector
+from ..types import Record, Results
+from .metrics import LabelledScores, evaluate_scores, random_baseline
+
+WIKIBIO_FILE = "wikibio/wiki_bio_gpt3_hallucination.json"
+
+
+def default_data_dir() -> Path:
+    """``$HALLUSCOPE_DATA``, else ``../shared/data`` beside the working directory or beside this checkout."""
+    env = os.environ.get("HALLUSCOPE_DATA")
+    if env:
+        return Path(env)
+    for base in (Path.cwd(), Path(__file__).resolve().parents[3]):
+        cand = (base / ".." / "shared" / "data").resolve()
+        if cand.is_dir():
+            return cand
+    return (Path.cwd() / ".." / "shared" / "data").resolve()
+
+
+def load_wikibio(data_dir: str | Path | None = None, passages: Sequence[int] | None = None) -> list[Record]:
+    """The 238 WikiBio records (file order), optionally a subset by position. Prompts are attached when
+    ``wikibio/prompts.jsonl`` is present."""
+    d = Path(data_dir) if data_dir else default_data_dir()
+    path = d / WIKIBIO_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"WikiBio data not found at {path} (set --data or HALLUSCOPE_DATA)")
+    recs, errs = read_records(path)
+    if errs:
+        raise ValueError(f"WikiBio file has invalid records: {errs[0]}")
+    prompts = d / "wikibio" / "prompts.jsonl"
+    if prompts.is_file():
+        import json
+
+        by_id = {}
+        for line in prompts.read_text().splitlines():
+            if line.strip():
+                o = json.loads(line)
+                by_id[str(o["wiki_bio_test_idx"])] = o["prompt"]
+        for r in recs:
+            r.prompt = by_id.get(r.id, r.prompt)
+    if passages is not None:
+        recs = [recs[i] for i in passages]
+    return recs
+
+
+def labelled_scores(results: Results, method: str) -> LabelledScores:
+    items = [it for it in results.items if it.labels is not None]
+    if not items:
+        raise ValueError("these results carry no labels: evaluation needs labelled records")
+    labels = np.concatenate([np.asarray(it.labels, float) for it in items])
+    scores = np.concatenate([np.asarray(it.sentence_scores[method], float) for it in items])
+    passage = np.concatenate([[k] * len(it.labels) for k, it in enumerate(items)]).astype(int)
+    pl = np.array([np.mean(it.labels) for it in items])
+    ps = np.array([it.passage_scores[method] for it in items])
+    return LabelledScores(labels, scores, passage, pl, ps)
+
+
+def evaluate_results(results: Results, methods: Sequence[str] | None = None) -> dict[str, dict[str, float]]:
+    """Figures (percent) for each method, plus the ``random`` baseline row."""
+    methods = list(methods or results.methods or (results.items[0].sentence_scores if results.items else []))
+    out: dict[str, dict[str, float]] = {}
+    for m in methods:
+        out[m] = evaluate_scores(labelled_scores(results, m))
+    if methods:
+        out["random"] = random_baseline(labelled_scores(results, methods[0]))
+    return out
+
+
+def reproduce(
+    methods: Sequence[str] | str | None = None,
+    data_dir: str | Path | None = None,
+    passages: Sequence[int] | None = None,
+    detector: Detector | None = None,
+    output: str | Path | None = None,
+    resume: bool = False,
+    progress: bool = False,
+) -> tuple[dict[str, dict[str, float]], Results]:
+    """Score WikiBio with the chosen methods and evaluate."""
+    det = detector or Detector(methods=methods)
+    recs = load_wikibio(data_dir, passages)
+    res = det.score(recs, output=output, resume=resume, progress=progress)
+    return evaluate_results(res, det.methods), res
+
+
+def ablation_samples(
+    methods: Sequence[str] | str,
+    ks: Sequence[int] = tuple(range(1, 21)),
+    data_dir: str | Path | None = None,
+    passages: Sequence[int] | None = None,
+    detector: Detector | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, dict[int, dict[str, float]]]:
+    """Figures 7 and 8: each method scored with the first k samples, for each k. Models are shared across k, so an
+    embedding or NLI pair is computed once however many k use it."""
+    det = detector or Detector(methods=methods)
+    recs = load_wikibio(data_dir, passages)
+    out: dict[str, dict[int, dict[str, float]]] = {m: {} for m in det.methods}
+    for k in ks:
+        res = det.score(recs, evidence=lambda r, k=k: r.samples[:k])
+        ev = evaluate_results(res, det.methods)
+        for m in det.methods:
+            out[m][k] = ev[m]
+        if progress:
+            progress(k)
+    return out
+
+
+def ablation_reference(
+    methods: Sequence[str] | str,
+    data_dir: str | Path | None = None,
+    passages: Sequence[int] | None = None,
+    detector: Detector | None = None,
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Table 4: each method with the samples, and with the WikiBio reference passage as the only evidence."""
+    det = detector or Detector(methods=methods)
+    recs = load_wikibio(data_dir, passages)
+    with_samples = evaluate_results(det.score(recs), det.methods)
+    with_ref = evaluate_results(det.score(recs, evidence=lambda r: [r.reference] if r.reference else []), det.methods)
+    return {m: {"samples": with_samples[m], "reference": with_ref[m]} for m in det.methods}

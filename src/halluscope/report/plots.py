@@ -1,0 +1,28 @@
+"""PNG figures of the SelfCheckGPT experiments (matplotlib, no display needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def plot_samples(out: dict[str, dict[int, dict[str, float]]], path: str | Path, metric: str = "spearman") -> Path:
+    """Figure 7: ``metric`` (default passage Spearman) of each method against the number of samples."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.8), dpi=120)
+    for m, by_k in out.items():
+        ks = sorted(by_k)
+        ax.plot(ks, [by_k[k][metric] for k in ks], marker="o", ms=3, label=m)
+    ax.set_xlabel("number of samples N")
+    ax.set_ylabel({"spearman": "passage Spearman (%)", "nonfact_star": "NonFact* AUC-PR (%)"}.get(metric, metric))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -1,0 +1,31 @@
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from halluscope.evaluation.wikibio import default_data_dir, load_wikibio  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    d = default_data_dir()
+    if not (d / "wikibio").is_dir():
+        pytest.fail(f"shared data not found at {d}: CI runs with ../shared beside the checkout")
+    return d
+
+
+@pytest.fixture(scope="session")
+def wikibio(data_dir):
+    return load_wikibio(data_dir)
+
+
+@pytest.fixture(scope="session")
+def detector_models():
+    """One encoder and one NLI model for the whole test session (loading is the slow part)."""
+    from halluscope.models.encoder import Encoder
+    from halluscope.models.nli import load_nli
+
+    return Encoder(), load_nli()

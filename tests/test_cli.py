@@ -1,0 +1,88 @@
+"""The command line: the main job on bundled examples, evaluate, reproduce --json, resumable output."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from halluscope.cli import app
+
+runner = CliRunner()
+
+
+def test_main_job_scores_bundled_examples():
+    r = subprocess.run([sys.executable, "-m", "halluscope.cli", "score", "--methods", "ngram1_max,bertscore,combination",
+                        "--json"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert len(out["items"]) == 3 and not out["errors"]
+    total = next(it for it in out["items"] if sum(it["labels"]) == len(it["labels"]))
+    accurate = next(it for it in out["items"] if sum(it["labels"]) == 0)
+    assert total["passage_scores"]["bertscore"] > accurate["passage_scores"]["bertscore"]
+
+
+def test_reproduce_wikibio_json_keys(data_dir):
+    r = runner.invoke(app, ["reproduce", "wikibio", "--methods", "ngram1_max,ngram2_avg", "--passages", "0-39",
+                            "--json", "--data", str(data_dir)])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert set(d) == {"ngram1_max", "ngram2_avg", "random"}
+    assert set(d["ngram1_max"]) == {"nonfact", "nonfact_star", "factual", "pearson", "spearman"}
+    assert 50 < d["ngram1_max"]["nonfact"] <= 100
+
+
+def test_evaluate_labelled_file_and_results_file(tmp_path, wikibio):
+    src = tmp_path / "lab.jsonl"
+    src.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in wikibio[:25]))
+    out = tmp_path / "res.json"
+    r = runner.invoke(app, ["evaluate", str(src), "--methods", "ngram1_max", "--json", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    a = json.loads(r.output)
+    r2 = runner.invoke(app, ["evaluate", str(out), "--json"])
+    assert r2.exit_code == 0, r2.output
+    assert json.loads(r2.output)["ngram1_max"] == pytest.approx(a["ngram1_max"])
+
+
+def test_bad_input_file_is_reported_and_valid_records_scored(tmp_path):
+    p = tmp_path / "in.jsonl"
+    p.write_text(json.dumps({"id": "a", "response": "The sky is blue.", "samples": ["The sky is blue."]}) + "\n"
+                 + json.dumps({"id": "b", "samples": ["x"]}) + "\n")
+    r = runner.invoke(app, ["score", str(p), "--methods", "ngram1_max", "--json"])
+    assert r.exit_code == 0
+    assert "record b: field 'response': missing" in r.output
+    r = runner.invoke(app, ["score", str(tmp_path / "nope.jsonl")])
+    assert r.exit_code == 2 and "does not exist" in r.output
+    r = runner.invoke(app, ["score", str(p), "--methods", "magic"])
+    assert r.exit_code == 2 and "unknown method 'magic'" in r.output
+
+
+def test_interrupted_run_resumes_without_losing_results(tmp_path, wikibio):
+    from halluscope import Detector, read_results
+
+    out = tmp_path / "run.jsonl"
+    det = Detector(methods="ngram1_max,ngram2_max,combination", chunk_size=2)
+    full = det.score(wikibio[:6])
+    calls = {"n": 0}
+
+    def boom(done, total):
+        calls["n"] += 1
+        if done >= 4:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        det.score(wikibio[:6], output=out, progress=boom)
+    partial = [json.loads(l) for l in out.read_text().splitlines()]
+    assert len(partial) == 4  # written as the run went
+    with out.open("a") as f:
+        f.write('{"id": "half-written')  # a line cut by the interruption
+    seen = []
+    res = det.score(wikibio[:6], output=out, resume=True, progress=lambda d, t: seen.append((d, t)))
+    assert seen[-1] == (2, 2)  # only the two missing records were scored
+    assert res.settings["resumed"] == 4
+    back = read_results(out)
+    assert [it.id for it in back] == [r.id for r in wikibio[:6]]
+    for a, b in zip(back, full):
+        for m in b.sentence_scores:
+            assert a.sentence_scores[m] == pytest.approx(b.sentence_scores[m]), m

@@ -1,0 +1,117 @@
+"""Input validation: every bad record gets an error naming it and the field; the good ones are still scored."""
+
+import json
+
+import pytest
+
+from halluscope import Detector, Record, RecordError, read_records
+from halluscope.io import read_results, write_results
+
+GOOD = {"id": "ok", "response": "Paris is the capital of France. It is in Europe.",
+        "samples": ["Paris is the capital of France.", "The capital of France is Paris, in Europe."]}
+
+
+def _write_jsonl(path, rows):
+    path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+def test_bad_records_are_named_and_good_ones_kept(tmp_path):
+    rows = [
+        GOOD,
+        {"id": "no-response", "samples": ["a b c"]},
+        {"id": "samples-str", "response": "A sentence.", "samples": "not a list"},
+        {"id": "empty", "response": "   ", "samples": ["x"]},
+        {"id": "labels", "response": "One. Two.", "samples": ["x y"], "sentences": ["One.", "Two."], "labels": [1]},
+        {"id": "bad-label", "response": "One.", "samples": ["x"], "sentences": ["One."], "labels": ["wrong"]},
+        "{this is not json",
+        {**GOOD, "id": "ok2"},
+    ]
+    recs, errs = read_records(_write_jsonl(tmp_path / "in.jsonl", rows))
+    assert [r.id for r in recs] == ["ok", "ok2"]
+    by = {e.record: e.field for e in errs}
+    assert by["no-response"] == "response"
+    assert by["samples-str"] == "samples"
+    assert by["empty"] == "response"
+    assert by["labels"] == "labels"
+    assert by["bad-label"] == "labels[0]"
+    assert by["line 7"] == "<json>"
+    msg = str(next(e for e in errs if e.record == "labels"))
+    assert "labels" in msg and "1 labels for 2 sentences" in msg
+
+    res = Detector(methods="ngram1_max").score(recs)
+    assert [it.id for it in res] == ["ok", "ok2"]
+
+
+def test_detector_scores_valid_dicts_and_reports_invalid_ones():
+    res = Detector(methods="ngram1_max").score([GOOD, {"id": "bad", "response": "x", "samples": [3]}])
+    assert len(res) == 1 and res.items[0].id == "ok"
+    assert res.errors[0].record == "bad" and res.errors[0].field == "samples[0]"
+
+
+def test_unreadable_file_and_unknown_format(tmp_path):
+    with pytest.raises(RecordError, match="does not exist"):
+        read_records(tmp_path / "missing.jsonl")
+    (tmp_path / "x.txt").write_text("hi")
+    with pytest.raises(RecordError, match="unknown file type"):
+        read_records(tmp_path / "x.txt")
+    (tmp_path / "broken.json").write_text("[{")
+    with pytest.raises(RecordError, match="not valid JSON"):
+        read_records(tmp_path / "broken.json")
+    (tmp_path / "bin.jsonl").write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(RecordError, match="cannot read"):
+        read_records(tmp_path / "bin.jsonl")
+
+
+def test_csv_and_json_inputs(tmp_path):
+    import csv
+
+    p = tmp_path / "in.csv"
+    with p.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["id", "response", "sample_1", "sample_2"])
+        w.writerow(["c1", GOOD["response"], *GOOD["samples"]])
+        w.writerow(["c2", "", "x", "y"])
+    recs, errs = read_records(p)
+    assert [r.id for r in recs] == ["c1"] and recs[0].samples == GOOD["samples"]
+    assert errs[0].record == "c2" and errs[0].field == "response"
+
+    q = tmp_path / "in.json"
+    q.write_text(json.dumps({"records": [GOOD]}))
+    recs, errs = read_records(q)
+    assert recs[0].response == GOOD["response"] and not errs
+
+
+def test_wikibio_labels_are_mapped(wikibio):
+    assert len(wikibio) == 238
+    assert sum(len(r.sentences) for r in wikibio) == 1908
+    flat = [x for r in wikibio for x in r.labels]
+    assert (flat.count(1.0), flat.count(0.5), flat.count(0.0)) == (761, 631, 516)
+    assert all(len(r.samples) == 20 for r in wikibio)
+    assert wikibio[0].prompt.startswith("This is a passage from Wikipedia about")
+
+
+def test_results_export_roundtrip(tmp_path, wikibio):
+    res = Detector(methods="ngram1_max,ngram2_avg").score(wikibio[:3])
+    df = res.to_df()
+    assert list(df.columns[:4]) == ["id", "sentence_index", "sentence", "label"]
+    assert len(df) == sum(len(r.sentences) for r in wikibio[:3])
+    assert len(res.to_df("passage")) == 3
+    for suffix in (".json", ".jsonl"):
+        back = read_results(write_results(res, tmp_path / f"r{suffix}"))
+        assert back.items[1].sentence_scores == res.items[1].sentence_scores
+    import pandas as pd
+
+    csv = pd.read_csv(write_results(res, tmp_path / "r.csv"))
+    assert csv["ngram1_max"].tolist() == pytest.approx(df["ngram1_max"].tolist())
+    pq = pd.read_parquet(write_results(res, tmp_path / "r.parquet"))
+    assert pq.shape == df.shape
+
+
+def test_record_object_api():
+    r = Record(response="The sky is green.", samples=["The sky is blue.", "The sky is blue today."], id="sky")
+    res = Detector(methods="ngram1_max").score([r])
+    # 'green' appears only in the response: its -log p is the largest possible, log(token count)
+    it = res.items[0]
+    assert it.sentences == ["The sky is green."]
+    assert it.sentence_scores["ngram1_max"][0] == pytest.approx(__import__("math").log(16))
