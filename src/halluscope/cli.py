@@ -240,14 +240,18 @@ def reproduce_wikibio(
     encoder: Optional[str] = EncoderOpt,
     layer: Optional[int] = LayerOpt,
     nli: Optional[str] = NliOpt,
+    combine: Optional[str] = typer.Option(None, "--combine", help="Methods averaged by 'combination' "
+                                          "(default: every other chosen method)."),
 ):
     """Score the 238 WikiBio GPT-3 passages and print our figures beside the paper's Tables 3 and 6."""
     from .evaluation.paper import paper_row
     from .evaluation.wikibio import reproduce
 
-    det = _detector(methods or "ngram1_max,bertscore,nli,combination", encoder, layer, nli)
+    det = _detector(methods or "ngram1_max,bertscore,nli,combination", encoder, layer, nli, combine=combine)
     figures, res = reproduce(detector=det, data_dir=data, passages=_parse_range(passages), output=output,
                              resume=resume, progress=sys.stderr.isatty() and not as_json)
+    err.print(f"[dim]{len(res)} passages in {res.settings.get('seconds', 0):.1f}s; per scorer: "
+              f"{json.dumps(res.settings.get('scorer_seconds', {}))}[/]")
     if as_json:
         print(json.dumps(_clean_json({m: v for m, v in figures.items()}), indent=1))
         return

@@ -83,6 +83,7 @@ class Detector:
     combine: Sequence[str] | str | None = None
     chunk_size: int = 16
     _scorers: list[Any] = field(default_factory=list, init=False, repr=False)
+    timings: dict[str, float] = field(default_factory=dict, init=False, repr=False)  # seconds per scorer
     _models: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -145,7 +146,12 @@ class Detector:
         """Score prepared items (no file output); every chosen base method, no combination."""
         table: dict[str, list[MethodScores]] = {}
         for sc in self.scorers():
-            table.update(sc.score(items))
+            t = time.perf_counter()
+            out = sc.score(items)
+            dt = time.perf_counter() - t
+            key = "+".join(out)
+            self.timings[key] = self.timings.get(key, 0.0) + dt
+            table.update(out)
         results = []
         for k, it in enumerate(items):
             res = ItemResult(
@@ -179,6 +185,7 @@ class Detector:
         file) each record is written as soon as it is scored; ``resume=True`` skips the records already there.
         ``evidence`` replaces the samples as what each sentence is checked against (e.g. a reference passage).
         """
+        self.timings = {}
         errors: list[RecordError] = []
         recs: list[Record] = []
         raw = list(records)
@@ -216,6 +223,7 @@ class Detector:
             "layer": self._models["encoder"].layer if "encoder" in self._models else None,
             "nli": self._models["nli"].name if "nli" in self._models else None,
             "seconds": round(time.perf_counter() - t0, 3),
+            "scorer_seconds": {k: round(v, 3) for k, v in self.timings.items()},
             "resumed": len(done),
         }
         if "combination" in self.methods and ordered:
