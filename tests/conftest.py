@@ -18,8 +18,16 @@ def data_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
-def wikibio(data_dir):
+def _wikibio_cached(data_dir):
     return load_wikibio(data_dir)
+
+
+@pytest.fixture
+def wikibio(_wikibio_cached):
+    """A fresh copy for each test, so a test that trims samples cannot change what another test sees."""
+    import copy
+
+    return copy.deepcopy(_wikibio_cached)
 
 
 @pytest.fixture(scope="session")

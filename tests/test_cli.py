@@ -27,7 +27,7 @@ def test_reproduce_wikibio_json_keys(data_dir):
     r = runner.invoke(app, ["reproduce", "wikibio", "--methods", "ngram1_max,ngram2_avg", "--passages", "0-39",
                             "--json", "--data", str(data_dir)])
     assert r.exit_code == 0, r.output
-    d = json.loads(r.output)
+    d = json.loads(r.stdout)
     assert set(d) == {"ngram1_max", "ngram2_avg", "random"}
     assert set(d["ngram1_max"]) == {"nonfact", "nonfact_star", "factual", "pearson", "spearman"}
     assert 50 < d["ngram1_max"]["nonfact"] <= 100
@@ -39,10 +39,10 @@ def test_evaluate_labelled_file_and_results_file(tmp_path, wikibio):
     out = tmp_path / "res.json"
     r = runner.invoke(app, ["evaluate", str(src), "--methods", "ngram1_max", "--json", "-o", str(out)])
     assert r.exit_code == 0, r.output
-    a = json.loads(r.output)
+    a = json.loads(r.stdout)
     r2 = runner.invoke(app, ["evaluate", str(out), "--json"])
     assert r2.exit_code == 0, r2.output
-    assert json.loads(r2.output)["ngram1_max"] == pytest.approx(a["ngram1_max"])
+    assert json.loads(r2.stdout)["ngram1_max"] == pytest.approx(a["ngram1_max"])
 
 
 def test_bad_input_file_is_reported_and_valid_records_scored(tmp_path):
