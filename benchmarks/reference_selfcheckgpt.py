@@ -36,7 +36,9 @@ bertscore
 
 Timing: ``time.perf_counter`` around the per-passage loop only; one-off
 loading (spaCy pipeline, first encoder load) is timed separately as
-``load_s``.  Memory: ``resource.getrusage(RUSAGE_SELF).ru_maxrss`` (peak RSS
+``load_s``; process CPU time (user+sys, all threads) over the same loop is
+``cpu_s``, and the 1-minute load average at loop start/end is recorded to
+flag runs that shared the 2 cores with other work.  Memory: ``resource.getrusage(RUSAGE_SELF).ru_maxrss`` (peak RSS
 of this process, KiB on Linux), sampled after loading and at the end.
 
 Environment this was written for (see the report next to the results): a
@@ -85,6 +87,12 @@ def peak_rss_mib() -> float:
     if sys.platform == "darwin":  # bytes there
         kib /= 1024.0
     return kib / 1024.0
+
+
+def cpu_seconds() -> float:
+    """User + system CPU time of this process (all threads), in seconds."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
 
 
 def as_str_list(value) -> list[str]:
@@ -177,7 +185,7 @@ def run_ngram(passages: list[dict], args) -> dict:
     spacy_load.seconds, spacy_load.calls = 0.0, 0
 
     results = []
-    t_loop = time.perf_counter()
+    cpu0, load0, t_loop = cpu_seconds(), os.getloadavg()[0], time.perf_counter()
     for p in passages:
         t = time.perf_counter()
         pred = checker.predict(sentences=p["sentences"], passage=p["passage"],
@@ -199,10 +207,13 @@ def run_ngram(passages: list[dict], args) -> dict:
         if args.verbose:
             print(f"[ngram] passage {p['index']}: {dt:.2f}s", flush=True)
     wall_s = time.perf_counter() - t_loop
+    cpu_s, load1 = cpu_seconds() - cpu0, os.getloadavg()[0]
     return {
         "config": {"n": args.n, "lowercase": True},
         "load_s": load_s,
         "wall_s": wall_s,
+        "cpu_s": cpu_s,
+        "loadavg_1min_start_end": [load0, load1],
         "spacy_load_in_loop_s": spacy_load.seconds,
         "spacy_load_in_loop_calls": spacy_load.calls,
         "rss_after_load_mib": rss_after_load,
@@ -276,7 +287,7 @@ def run_bertscore(passages: list[dict], args) -> dict:
     get_tok.seconds = get_tok.calls = get_model.seconds = get_model.calls = 0
 
     results = []
-    t_loop = time.perf_counter()
+    cpu0, load0, t_loop = cpu_seconds(), os.getloadavg()[0], time.perf_counter()
     for p in passages:
         t = time.perf_counter()
         scores = checker.predict(sentences=p["sentences"], sampled_passages=p["samples"])
@@ -293,6 +304,7 @@ def run_bertscore(passages: list[dict], args) -> dict:
         if args.verbose:
             print(f"[bertscore] passage {p['index']}: {dt:.2f}s", flush=True)
     wall_s = time.perf_counter() - t_loop
+    cpu_s, load1 = cpu_seconds() - cpu0, os.getloadavg()[0]
     reload_s = get_tok.seconds + get_model.seconds
     return {
         "config": {
@@ -308,6 +320,8 @@ def run_bertscore(passages: list[dict], args) -> dict:
         },
         "load_s": load_s,
         "wall_s": wall_s,
+        "cpu_s": cpu_s,
+        "loadavg_1min_start_end": [load0, load1],
         "model_reload_in_loop_s": reload_s,
         "model_reload_in_loop_calls": get_model.calls,
         "wall_minus_reload_s": wall_s - reload_s,
@@ -360,7 +374,7 @@ def main(argv=None) -> int:
         **res,
     }
     summary = {k: out[k] for k in ("method", "n_passages", "n_sentences", "load_s", "wall_s", "peak_rss_mib")}
-    for k in ("spacy_load_in_loop_s", "model_reload_in_loop_s", "wall_minus_reload_s"):
+    for k in ("cpu_s", "loadavg_1min_start_end", "spacy_load_in_loop_s", "model_reload_in_loop_s", "wall_minus_reload_s"):
         if k in out:
             summary[k] = out[k]
     print(json.dumps(summary, indent=2))
