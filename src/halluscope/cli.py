@@ -92,9 +92,18 @@ def show_results(results, primary: str | None = None) -> None:
                   f"{len(results.items)} records scored in {results.settings.get('seconds', 0):.1f}s[/]")
 
 
-def _print_errors(errors) -> None:
+def _read_records_or_exit(path: Path):
+    """Read records; an unreadable file ends the command (exit 2), bad records are reported and skipped."""
+    from .io import read_records
+
+    try:
+        recs, errors = read_records(path)
+    except RecordError as e:
+        err.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2)
     for e in errors:
         err.print(f"[yellow]skipped[/] {e}")
+    return recs, errors
 
 
 @app.command()
@@ -112,15 +121,9 @@ def score(
     combine: Optional[str] = typer.Option(None, "--combine", help="Methods averaged by 'combination'."),
 ):
     """Score every sentence of each record's response against its samples, and each passage as a whole."""
-    from .io import read_records, write_results
+    from .io import write_results
 
-    src = path or example_path()
-    try:
-        recs, errors = read_records(src)
-    except RecordError as e:
-        err.print(f"[red]error:[/] {e}")
-        raise typer.Exit(2)
-    _print_errors(errors)
+    recs, errors = _read_records_or_exit(path or example_path())
     det = _detector(methods, encoder, layer, nli, str(baseline) if baseline else None, combine)
     stream = output if output is not None and output.suffix.lower() == ".jsonl" else None
     res = det.score(recs, output=stream, resume=resume, progress=sys.stderr.isatty())
@@ -175,7 +178,7 @@ def evaluate(
 ):
     """Sentence AUC-PR (NonFact, NonFact*, Factual) and passage Pearson/Spearman against human labels, in percent."""
     from .evaluation.wikibio import evaluate_results
-    from .io import read_records, read_results, write_results
+    from .io import read_results, write_results
 
     res = None
     try:
@@ -186,12 +189,7 @@ def evaluate(
     if '"sentence_scores"' in head:
         res = read_results(path)
     else:
-        try:
-            recs, errors = read_records(path)
-        except RecordError as e:
-            err.print(f"[red]error:[/] {e}")
-            raise typer.Exit(2)
-        _print_errors(errors)
+        recs, _ = _read_records_or_exit(path)
         unlabelled = [r.id for r in recs if r.labels is None]
         if unlabelled:
             err.print(f"[yellow]warning:[/] {len(unlabelled)} records have no labels and are left out of the figures")

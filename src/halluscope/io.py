@@ -37,7 +37,7 @@ def _normalize_keys(d: Mapping[str, Any]) -> dict:
     return out
 
 
-def records_from_objects(objs: Iterable[Any], source: str = "") -> tuple[list[Record], list[RecordError]]:
+def records_from_objects(objs: Iterable[Any]) -> tuple[list[Record], list[RecordError]]:
     """Validate raw dicts (or :class:`Record` objects) one by one; return the valid records and the errors."""
     records: list[Record] = []
     errors: list[RecordError] = []
@@ -100,7 +100,7 @@ def read_records(path: str | Path) -> tuple[list[Record], list[RecordError]]:
     suffix = path.suffix.lower()
     if suffix == ".csv":
         try:
-            return records_from_objects(list(_csv_rows(path)), str(path))
+            return records_from_objects(list(_csv_rows(path)))
         except (OSError, UnicodeDecodeError, csv.Error) as e:
             raise RecordError(str(path), "<file>", f"cannot read CSV: {e}") from e
     if suffix == ".jsonl":
@@ -114,7 +114,7 @@ def read_records(path: str | Path) -> tuple[list[Record], list[RecordError]]:
             except json.JSONDecodeError as e:
                 bad.append(RecordError(f"line {lineno}", "<json>", f"not valid JSON: {e.msg}"))
                 objs.append(None)  # keep positions so record indices stay the line order
-        recs, errs = records_from_objects(objs, str(path))
+        recs, errs = records_from_objects(objs)
         return recs, bad + errs
     if suffix == ".json":
         try:
@@ -125,7 +125,7 @@ def read_records(path: str | Path) -> tuple[list[Record], list[RecordError]]:
             data = data["records"]
         if not isinstance(data, list):
             raise RecordError(str(path), "<file>", "a JSON file must hold a list of records or {'records': [...]}")
-        return records_from_objects(data, str(path))
+        return records_from_objects(data)
     raise RecordError(str(path), "<file>", f"unknown file type {suffix!r} (use .jsonl, .json or .csv)")
 
 

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 
 import numpy as np
@@ -43,18 +42,12 @@ def _tokenizer():
     return spacy.blank("en").tokenizer
 
 
-def tokenize_many(texts: list[str]) -> list[list[str]]:
-    """Tokenize texts with spaCy's English rules; returns one list of token strings per text."""
-    tok = _tokenizer()
-    return [[t.text for t in doc] for doc in tok.pipe(texts, batch_size=512)]
-
-
-def token_arrays(texts: list[str], lowercase: bool = True):
+def token_arrays(texts: list[str], lowercase: bool = True, words: bool = False):
     """Tokenize texts with spaCy's English rules, as arrays (no Python string per token).
 
     Returns one ``(ids, space)`` pair per text: ``ids`` are spaCy's 64-bit string hashes of each token (of its
     lower-cased form when ``lowercase``), ``space`` is 0 for a word, 1 for a whitespace token, 2 for a whitespace
-    token holding a line break.
+    token holding a line break. With ``words=True`` each entry also carries the token strings (as written).
     """
     from spacy.attrs import IS_SPACE, LOWER, ORTH
 
@@ -67,7 +60,7 @@ def token_arrays(texts: list[str], lowercase: bool = True):
         for i in np.flatnonzero(space):
             if "\n" in doc[int(i)].text:
                 space[i] = 2
-        out.append((ids, space))
+        out.append((ids, space, [t.text for t in doc]) if words else (ids, space))
     return out
 
 
@@ -108,26 +101,9 @@ def token_sentence_spans(tokens: list[str]) -> list[tuple[int, int]]:
     return [(a, b) for a, b in spans if any(not tokens[k].isspace() for k in range(a, b))]
 
 
-def token_sentences(tokens: list[str]) -> list[list[str]]:
-    """The sentences of :func:`token_sentence_spans` as token lists (edge whitespace removed)."""
-    return [strip_space(tokens[a:b]) for a, b in token_sentence_spans(tokens)]
-
-
 def _starts_sentence(tok: str) -> bool:
     c = tok[:1]
     return c.isupper() or c.isdigit() or c in "\"'“‘(["
-
-
-_WS = re.compile(r"^\s+$")
-
-
-def strip_space(toks: list[str]) -> list[str]:
-    i, j = 0, len(toks)
-    while i < j and _WS.match(toks[i]):
-        i += 1
-    while j > i and _WS.match(toks[j - 1]):
-        j -= 1
-    return toks[i:j]
 
 
 @lru_cache(maxsize=1)
@@ -145,7 +121,7 @@ _PARSED: dict[str, list[str]] = {}
 
 def parser_sentences(texts: list[str]) -> list[list[str]]:
     """Sentences from spaCy's ``en_core_web_sm`` dependency parser (what SelfCheckGPT's reference n-gram model
-    uses), parsed once per unique text. Slower than :func:`token_sentences` (about 60 texts/s on 2 cores)."""
+    uses), parsed once per unique text. Slower than the rule of :func:`token_sentence_spans` (about 60 texts/s on 2 cores)."""
     todo = [t for t in dict.fromkeys(texts) if t not in _PARSED]
     if todo:
         for text, doc in zip(todo, _parser().pipe(todo, batch_size=64)):

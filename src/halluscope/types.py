@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 LABEL_VALUES = {"major_inaccurate": 1.0, "minor_inaccurate": 0.5, "accurate": 0.0}
 
@@ -234,7 +234,3 @@ class Results:
             "items": [it.to_dict() for it in self.items],
             "errors": [e.to_dict() for e in self.errors],
         }
-
-
-def iter_labelled(items: Iterable[ItemResult]) -> Iterable[ItemResult]:
-    return (it for it in items if it.labels is not None)

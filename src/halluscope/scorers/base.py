@@ -8,7 +8,7 @@ run, with caches), texts are split by :mod:`halluscope.text` (cached per unique 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
 import numpy as np
@@ -64,9 +64,3 @@ class Scorer(Protocol):
     def method_info(self) -> list[MethodInfo]: ...
 
     def score(self, items: list[PreparedItem]) -> dict[str, list[MethodScores]]: ...
-
-
-@dataclass
-class ScorerSpec:
-    family: str
-    methods: list[str] = field(default_factory=list)
