@@ -33,6 +33,15 @@ def test_reproduce_wikibio_json_keys(data_dir):
     assert 50 < d["ngram1_max"]["nonfact"] <= 100
 
 
+def test_reproduce_layers_json(data_dir):
+    r = runner.invoke(app, ["reproduce", "layers", "--passages", "0-1", "--precision", "fp32", "--json",
+                            "--data", str(data_dir)])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert set(d) == {f"layer{k}" for k in range(1, 7)} | {"random"}
+    assert all(0 <= d[f"layer{k}"]["nonfact"] <= 100 for k in range(1, 7))
+
+
 def test_evaluate_labelled_file_and_results_file(tmp_path, wikibio):
     src = tmp_path / "lab.jsonl"
     src.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in wikibio[:25]))

@@ -28,6 +28,35 @@ def test_bertscore_f1_matches_a_direct_computation(detector_models):
     assert bertscore_f1([ea], [ea])[0, 0] == pytest.approx(1.0, abs=1e-3)
 
 
+def test_bf16_encoder_gives_the_fp32_bertscore_within_rounding(detector_models, wikibio):
+    from halluscope.models.encoder import Encoder
+
+    items = [PreparedItem.from_record(r, r.samples[:4]) for r in wikibio[:2]]
+    scores = {}
+    for precision in ("fp32", "bf16"):
+        enc = Encoder(precision=precision)
+        assert enc.precision == precision
+        out = BERTScoreScorer(enc).score(items)["bertscore"]
+        scores[precision] = np.concatenate([o.sentence for o in out])
+    diff = np.abs(scores["fp32"] - scores["bf16"])
+    assert diff.max() < 0.01
+    assert np.corrcoef(scores["fp32"], scores["bf16"])[0, 1] > 0.995
+
+
+def test_layer_sweep_matches_the_detector_at_each_layer(detector_models, data_dir):
+    from halluscope.evaluation.wikibio import load_wikibio, sweep_layers
+
+    enc, _ = detector_models
+    sweep = sweep_layers(precision=enc.precision, data_dir=data_dir, passages=[0, 1, 2, 3])
+    assert set(sweep) == {f"layer{k}" for k in range(1, enc.num_layers + 1)} | {"random"}
+    recs = load_wikibio(data_dir, [0, 1, 2, 3])
+    for layer in (3, enc.num_layers):
+        det = Detector(methods="bertscore", layer=layer, precision=enc.precision)
+        figs = evaluate_results(det.score(recs))["bertscore"]
+        for col in ("nonfact", "factual", "spearman"):
+            assert figs[col] == pytest.approx(sweep[f"layer{layer}"][col], abs=1e-6)
+
+
 def test_bertscore_separates_supported_from_unsupported(detector_models):
     enc, _ = detector_models
     rec = Record(id="x", response="Marie Curie was a physicist and chemist. She owned a pet dragon named Fluffy.",

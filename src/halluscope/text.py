@@ -10,7 +10,9 @@
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
+from itertools import chain
 
 import numpy as np
 
@@ -37,30 +39,128 @@ def split_sentences(text: str) -> tuple[str, ...]:
 
 @lru_cache(maxsize=1)
 def _tokenizer():
+    """spaCy's English tokenizer on a private vocabulary without lexical attribute getters: the tokenization rules
+    are unchanged, but a new word costs no shape/number/stop-word computation (we only need each token's text)."""
     import spacy
 
-    return spacy.blank("en").tokenizer
+    tok = spacy.blank("en").tokenizer
+    tok.vocab.lex_attr_getters = {}
+    return tok
+
+
+# The chunks of a text as spaCy's tokenizer sees them: it splits a text at whitespace first, then tokenizes each
+# span on its own. A whitespace run at the start of the text is one span; elsewhere the run's first character, when
+# it is a plain space, is attached to the previous token and the rest (if any) is a span; a run that starts with
+# another whitespace character (a line break, a tab) is a span as a whole. Each alternative below is one of these.
+_CHUNKS = re.compile(r"\S+|^\s+|(?<=\S )\s+|(?<=\S)[^\S ]\s*")
+
+
+def _chunks(text: str) -> list[str]:
+    return _CHUNKS.findall(text)
+
+
+class _ChunkTokens:
+    """spaCy's tokenization of every whitespace-delimited chunk seen so far (a chunk's tokens do not depend on its
+    neighbours), stored as flat arrays: a text is tokenized by looking its chunks up, and new chunks go through
+    spaCy's tokenizer in one batch, joined by single spaces."""
+
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+        self.start: list[int] = []  # first token of each chunk in the flat arrays
+        self.count: list[int] = []  # tokens per chunk
+        self.lower: list[int] = []
+        self.orth: list[int] = []
+        self.space: list[int] = []  # 0 word, 1 whitespace, 2 whitespace holding a line break
+        self.text: list[str] = []
+        self._arrays = None
+
+    def add(self, chunks: list[str]) -> None:
+        from spacy.attrs import IDX, LENGTH
+        from spacy.strings import get_string_id  # a hash, or the symbol id spaCy gives common strings
+
+        words = [c for c in chunks if not c[0].isspace()]
+        spaces = [c for c in chunks if c[0].isspace()]
+        tok = _tokenizer()
+        docs = []
+        if words:  # one doc for all new word chunks: chunk k starts at offset starts[k]
+            lens = np.array([len(c) for c in words])
+            starts = np.concatenate([[0], np.cumsum(lens + 1)[:-1]])
+            joined = " ".join(words)
+            docs.append((words, starts, joined, tok(joined)))
+        for c in spaces:  # whitespace spans are few (line breaks, runs of spaces): one doc each
+            docs.append(([c], np.zeros(1, np.int64), c, tok(c)))
+        for group, starts, string, doc in docs:
+            a = doc.to_array([IDX, LENGTH]).astype(np.int64)
+            owner = np.searchsorted(starts, a[:, 0], side="right") - 1
+            counts = np.bincount(owner, minlength=len(group))
+            texts = [string[i : i + n] for i, n in a.tolist()]
+            offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]) + len(self.lower)
+            self.orth.extend(map(get_string_id, texts))
+            self.lower.extend(get_string_id(t.lower()) for t in texts)
+            self.space.extend((0 if not t.isspace() else 2 if "\n" in t else 1) for t in texts)
+            self.text.extend(texts)
+            for c, o, n in zip(group, offsets.tolist(), counts.tolist()):
+                self.index[c] = len(self.start)
+                self.start.append(o)
+                self.count.append(n)
+        self._arrays = None
+
+    def arrays(self):
+        if self._arrays is None:
+            self._arrays = (
+                np.array(self.start, dtype=np.int64),
+                np.array(self.count, dtype=np.int64),
+                np.array(self.lower, dtype=np.uint64),
+                np.array(self.orth, dtype=np.uint64),
+                np.array(self.space, dtype=np.int8),
+            )
+        return self._arrays
+
+
+_CHUNK_TOKENS = _ChunkTokens()
+_MAX_CHUNKS = 2_000_000
 
 
 def token_arrays(texts: list[str], lowercase: bool = True, words: bool = False):
-    """Tokenize texts with spaCy's English rules, as arrays (no Python string per token).
+    """Tokenize texts with spaCy's English tokenizer rules, as arrays (no Python object per token).
 
     Returns one ``(ids, space)`` pair per text: ``ids`` are spaCy's 64-bit string hashes of each token (of its
     lower-cased form when ``lowercase``), ``space`` is 0 for a word, 1 for a whitespace token, 2 for a whitespace
     token holding a line break. With ``words=True`` each entry also carries the token strings (as written).
+    The tokens are exactly spaCy's (tested on WikiBio); each distinct chunk between spaces is tokenized once.
     """
-    from spacy.attrs import IS_SPACE, LOWER, ORTH
-
-    attr = LOWER if lowercase else ORTH
+    global _CHUNK_TOKENS
+    if len(_CHUNK_TOKENS.index) > _MAX_CHUNKS:
+        _CHUNK_TOKENS = _ChunkTokens()
+    vocab = _CHUNK_TOKENS
+    per_text = [_chunks(t) for t in texts]
+    new: set[str] = set()
+    for ch in per_text:
+        new.update(ch)
+    new.difference_update(vocab.index.keys())
+    if new:
+        vocab.add(list(new))
+    start, count, lower, orth, space = vocab.arrays()
+    lookup = vocab.index.__getitem__
+    cids = np.array(list(map(lookup, chain.from_iterable(per_text))), dtype=np.int64)
+    nchunks = np.array([len(ch) for ch in per_text], dtype=np.int64)
+    lens = count[cids]
+    total = int(lens.sum())
+    # token positions in the flat vocabulary arrays: each chunk's run start..start+count
+    run_start = np.repeat(start[cids] - (np.cumsum(lens) - lens), lens)
+    pos = run_start + np.arange(total)
+    owner = np.repeat(np.arange(len(texts)), nchunks)
+    ntok = np.bincount(owner, weights=lens, minlength=len(texts)).astype(np.int64)
+    ids_all = (lower if lowercase else orth)[pos]
+    space_all = space[pos]
     out = []
-    for doc in _tokenizer().pipe(texts, batch_size=512):
-        a = doc.to_array([attr, IS_SPACE])
-        ids = np.ascontiguousarray(a[:, 0]).view(np.uint64) if len(a) else np.zeros(0, np.uint64)
-        space = a[:, 1].astype(np.int8) if len(a) else np.zeros(0, np.int8)
-        for i in np.flatnonzero(space):
-            if "\n" in doc[int(i)].text:
-                space[i] = 2
-        out.append((ids, space, [t.text for t in doc]) if words else (ids, space))
+    edges = np.concatenate([[0], np.cumsum(ntok)])
+    for k in range(len(texts)):
+        a, b = int(edges[k]), int(edges[k + 1])
+        if words:
+            out.append((ids_all[a:b], space_all[a:b], [vocab.text[i] for i in pos[a:b].tolist()]))
+        else:
+            out.append((ids_all[a:b], space_all[a:b]))
     return out
 
 

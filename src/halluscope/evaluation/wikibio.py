@@ -4,6 +4,7 @@
 - :func:`reproduce`: score the 238 passages with chosen methods; our figures beside Tables 3 and 6.
 - :func:`ablation_samples`: Figure 7, passage Spearman (and Figure 8, NonFact* AUC-PR) against the number of samples.
 - :func:`ablation_reference`: Table 4, the WikiBio reference passage in place of the samples.
+- :func:`sweep_layers`: BERTScore with every layer of an encoder from one forward pass (to choose the layer).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 from ..io import read_records
 from ..pipeline import Detector
 from ..types import Record, Results
-from .metrics import LabelledScores, evaluate_scores, random_baseline
+from .metrics import LabelledScores, evaluate_scores, evaluate_scores_random_ties, random_baseline
 
 WIKIBIO_FILE = "wikibio/wiki_bio_gpt3_hallucination.json"
 
@@ -72,12 +73,18 @@ def labelled_scores(results: Results, method: str) -> LabelledScores:
     return LabelledScores(labels, scores, passage, pl, ps)
 
 
-def evaluate_results(results: Results, methods: Sequence[str] | None = None) -> dict[str, dict[str, float]]:
-    """Figures (percent) for each method, plus the ``random`` baseline row."""
+def evaluate_results(
+    results: Results, methods: Sequence[str] | None = None, ties: str = "as-is"
+) -> dict[str, dict[str, float]]:
+    """Figures (percent) for each method, plus the ``random`` baseline row. ``ties="random"``: sentence AUC-PR
+    with tied scores in random order (mean of 20 draws), see :func:`evaluate_scores_random_ties`."""
+    if ties not in ("as-is", "random"):
+        raise ValueError("ties must be 'as-is' or 'random'")
     methods = list(methods or results.methods or (results.items[0].sentence_scores if results.items else []))
     out: dict[str, dict[str, float]] = {}
     for m in methods:
-        out[m] = evaluate_scores(labelled_scores(results, m))
+        ls = labelled_scores(results, m)
+        out[m] = evaluate_scores(ls) if ties == "as-is" else evaluate_scores_random_ties(ls)
     if methods:
         out["random"] = random_baseline(labelled_scores(results, methods[0]))
     return out
@@ -134,3 +141,41 @@ def ablation_reference(
     with_samples = evaluate_results(det.score(recs), det.methods)
     with_ref = evaluate_results(det.score(recs, evidence=lambda r: [r.reference] if r.reference else []), det.methods)
     return {m: {"samples": with_samples[m], "reference": with_ref[m]} for m in det.methods}
+
+
+def sweep_layers(
+    encoder: str | None = None,
+    precision: str = "auto",
+    data_dir: str | Path | None = None,
+    passages: Sequence[int] | None = None,
+    chunk_size: int = 16,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, dict[str, float]]:
+    """BERTScore figures for every layer of ``encoder``, keyed ``layer{k}``. All layers come from the same forward
+    pass of each sentence, so the sweep costs one BERTScore run (plus the cheap similarity products per layer)."""
+    from ..models.encoder import Encoder
+    from ..scorers.base import PreparedItem
+    from ..scorers.bertscore import BERTScoreScorer
+    from ..types import ItemResult
+
+    enc = Encoder(encoder, precision=precision, extra_layers="all")
+    scorers = [BERTScoreScorer(enc, layer=k, name=f"layer{k}") for k in range(1, enc.num_layers + 1)]
+    recs = load_wikibio(data_dir, passages)
+    items: list[ItemResult] = []
+    for start in range(0, len(recs), chunk_size):
+        chunk = [PreparedItem.from_record(r) for r in recs[start : start + chunk_size]]
+        table = {}
+        for sc in scorers:
+            table.update(sc.score(chunk))
+        for k, it in enumerate(chunk):
+            res = ItemResult(id=it.id, sentences=list(it.sentences), labels=it.record.labels,
+                             response=it.record.response, num_samples=len(it.evidence))
+            for name, scores in table.items():
+                res.sentence_scores[name] = [float(x) for x in scores[k].sentence]
+                res.passage_scores[name] = float(scores[k].passage)
+            items.append(res)
+        enc._cache.clear()  # sentences are not shared across passages; keep memory flat
+        if progress:
+            progress(len(items), len(recs))
+    names = [sc.name for sc in scorers]
+    return evaluate_results(Results(items=items, methods=names), names)

@@ -17,6 +17,20 @@ import numpy as np
 from .registry import resolve_encoder_path
 
 
+def bf16_supported() -> bool:
+    """True where bfloat16 matrix multiplication runs natively: a CUDA GPU with bf16, or a CPU with AVX512-BF16 or
+    AMX (read from /proc/cpuinfo on Linux)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.cuda.is_bf16_supported()
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
 class Encoder:
     """Batched, cached encoder.
 
@@ -24,7 +38,11 @@ class Encoder:
     ----------
     model: hub id, local path, or a packaged alias (``"minilm"``, the default).
     layer: hidden layer whose token vectors BERTScore compares (1..num_layers; default: the last).
-    batch_size, max_length: batching of the forward passes (texts are sorted by length to limit padding).
+    extra_layers: further layers to keep from the same forward pass (e.g. for a layer sweep), or ``"all"``; read
+        them with ``token_embeddings(texts, layer=k)``.
+    precision: ``"fp32"``, ``"bf16"`` or ``"auto"`` (bf16 where the hardware runs it natively, else fp32). bf16
+        halves the encoder time on CPUs with AVX512-BF16; its effect on WikiBio scores is measured in EVALUATION.md.
+    batch_size, max_length: batching of the forward passes (texts are sorted by token count to limit padding).
     cache_size: how many texts keep their embeddings (least recently used ones are dropped).
     """
 
@@ -36,26 +54,38 @@ class Encoder:
         max_length: int = 256,
         device: str | None = None,
         cache_size: int = 200_000,
+        precision: str = "auto",
+        extra_layers: tuple[int, ...] | str = (),
     ):
         import torch
         from transformers import AutoModel, AutoTokenizer
 
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        if precision not in ("auto", "fp32", "bf16"):
+            raise ValueError(f"precision must be 'auto', 'fp32' or 'bf16', got {precision!r}")
         self.name = model or "minilm"
         path = resolve_encoder_path(self.name)
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.model = AutoModel.from_pretrained(path)
         self.model.eval()
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        self.model.to(self.device)
+        if precision == "auto":
+            precision = "bf16" if bf16_supported() else "fp32"
+        self.precision = precision
+        self.model.to(self.device, dtype=torch.bfloat16 if precision == "bf16" else torch.float32)
         n_layers = int(getattr(self.model.config, "num_hidden_layers", 0) or 0)
+        self.num_layers = n_layers
         self.layer = n_layers if layer is None else int(layer)
-        if not 1 <= self.layer <= n_layers:
-            raise ValueError(f"layer must be in 1..{n_layers} for {self.name}, got {layer}")
+        extra = range(1, n_layers + 1) if extra_layers == "all" else extra_layers
+        self.layers = tuple(dict.fromkeys((self.layer, *(int(x) for x in extra))))
+        for k in self.layers:
+            if not 1 <= k <= n_layers:
+                raise ValueError(f"layer must be in 1..{n_layers} for {self.name}, got {k}")
         self.batch_size = batch_size
         self.max_length = max_length
         self.cache_size = cache_size
-        self._cache: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        # text -> ({layer: token vectors fp16}, sentence embedding fp32)
+        self._cache: OrderedDict[str, tuple[dict[int, np.ndarray], np.ndarray]] = OrderedDict()
         self.forward_texts = 0  # how many texts went through the model (for tests and benchmarks)
         self.forward_tokens = 0
 
@@ -69,53 +99,55 @@ class Encoder:
         todo = list(dict.fromkeys(t for t in texts if t not in self._cache))
         if not todo:
             return
-        order = sorted(range(len(todo)), key=lambda i: len(todo[i]))
+        # tokenize once without padding, then batch texts of similar token count (little padding per batch)
+        ids = self.tokenizer(todo, truncation=True, max_length=self.max_length, return_special_tokens_mask=True)
+        order = sorted(range(len(todo)), key=lambda i: len(ids["input_ids"][i]))
         with torch.inference_mode():
             for start in range(0, len(order), self.batch_size):
-                batch = [todo[i] for i in order[start : start + self.batch_size]]
-                enc = self.tokenizer(
-                    batch,
-                    padding=True,
-                    truncation=True,
-                    max_length=self.max_length,
-                    return_tensors="pt",
-                    return_special_tokens_mask=True,
-                )
+                idx = order[start : start + self.batch_size]
+                feats = [{k: ids[k][i] for k in ids.keys()} for i in idx]
+                enc = self.tokenizer.pad(feats, return_tensors="pt")
                 special = enc.pop("special_tokens_mask")
                 enc = {k: v.to(self.device) for k, v in enc.items()}
                 out = self.model(**enc, output_hidden_states=True)
-                hidden = out.hidden_states[self.layer]  # [B, L, d]; hidden_states[0] are the embeddings
-                last = out.hidden_states[-1]
                 mask = enc["attention_mask"].bool()
-                tokmask = (mask & ~special.to(self.device).bool())
-                tok = torch.nn.functional.normalize(hidden.float(), dim=-1)
+                keep_np = (mask & ~special.to(self.device).bool()).cpu().numpy()
                 m = mask.unsqueeze(-1).float()
-                sent = (last.float() * m).sum(1) / m.sum(1).clamp(min=1.0)
-                sent = torch.nn.functional.normalize(sent, dim=-1)
-                self.forward_texts += len(batch)
+                sent = (out.hidden_states[-1].float() * m).sum(1) / m.sum(1).clamp(min=1.0)
+                sent_np = torch.nn.functional.normalize(sent, dim=-1).cpu().numpy()
+                # hidden_states[0] are the embeddings, [k] the output of layer k
+                tok_np = {
+                    k: torch.nn.functional.normalize(out.hidden_states[k].float(), dim=-1).half().cpu().numpy()
+                    for k in self.layers
+                }
+                self.forward_texts += len(idx)
                 self.forward_tokens += int(mask.sum())
-                tok_np = tok.cpu().numpy()
-                keep_np = tokmask.cpu().numpy()
-                sent_np = sent.cpu().numpy()
-                for b, text in enumerate(batch):
-                    vecs = tok_np[b][keep_np[b]]
-                    if len(vecs) == 0:  # empty after removing [CLS]/[SEP]: keep one zero vector
-                        vecs = np.zeros((1, tok_np.shape[-1]), dtype=np.float32)
-                    self._put(text, (vecs.astype(np.float16), sent_np[b].astype(np.float32)))
+                for b, i in enumerate(idx):
+                    vecs = {}
+                    for k, arr in tok_np.items():
+                        v = arr[b][keep_np[b]]
+                        if len(v) == 0:  # empty after removing [CLS]/[SEP]: keep one zero vector
+                            v = np.zeros((1, arr.shape[-1]), dtype=np.float16)
+                        vecs[k] = v
+                    self._put(todo[i], (vecs, sent_np[b].astype(np.float32)))
 
     def _put(self, text: str, value) -> None:
         self._cache[text] = value
         if len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
 
-    def token_embeddings(self, texts: list[str]) -> list[np.ndarray]:
-        """Unit-length token vectors (special tokens removed) of ``layer`` for each text, float16."""
+    def token_embeddings(self, texts: list[str], layer: int | None = None) -> list[np.ndarray]:
+        """Unit-length token vectors (special tokens removed) of ``layer`` (default: the encoder's layer) for each
+        text, float16."""
+        layer = self.layer if layer is None else layer
+        if layer not in self.layers:
+            raise ValueError(f"layer {layer} is not kept by this encoder (kept: {self.layers})")
         self._encode(texts)
         out = []
         for t in texts:
             v = self._cache[t]
             self._cache.move_to_end(t)
-            out.append(v[0])
+            out.append(v[0][layer])
         return out
 
     def sentence_embeddings(self, texts: list[str]) -> np.ndarray:

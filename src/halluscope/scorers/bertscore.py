@@ -52,12 +52,16 @@ def bertscore_f1(ref: list[np.ndarray], cand: list[np.ndarray]) -> np.ndarray:
 
 
 class BERTScoreScorer:
-    name = "bertscore"
 
-    def __init__(self, encoder: Encoder, baseline: str | None = None, min_words: int = 3):
+    def __init__(
+        self, encoder: Encoder, baseline: str | None = None, min_words: int = 3, layer: int | None = None,
+        name: str = "bertscore",
+    ):
         self.encoder = encoder
+        self.layer = encoder.layer if layer is None else layer
+        self.name = name
         self.min_words = min_words
-        self.baseline_f = load_baseline(baseline, encoder.layer)[2] if baseline else None
+        self.baseline_f = load_baseline(baseline, self.layer)[2] if baseline else None
 
     def method_info(self) -> list[MethodInfo]:
         return [
@@ -65,7 +69,7 @@ class BERTScoreScorer:
                 self.name,
                 bounded=True,
                 description=f"1 - mean over samples of the best BERTScore F1 against the sample's sentences "
-                f"({self.encoder.name}, layer {self.encoder.layer})",
+                f"({self.encoder.name}, layer {self.layer}, {self.encoder.precision})",
             )
         ]
 
@@ -73,13 +77,13 @@ class BERTScoreScorer:
         # encode every unique sentence of the chunk in one batched pass
         per_item = [(it, it.evidence_sentences(self.min_words)) for it in items]
         all_texts = [s for it, ev in per_item for s in (*it.sentences, *(x for sents in ev for x in sents))]
-        self.encoder.token_embeddings(all_texts)
+        self.encoder.token_embeddings(all_texts, self.layer)
         out = []
         for it, ev in per_item:
-            ref = self.encoder.token_embeddings(list(it.sentences))
+            ref = self.encoder.token_embeddings(list(it.sentences), self.layer)
             flat = [s for sents in ev for s in sents]
             seg = np.repeat(np.arange(len(ev)), [len(s) for s in ev])
-            f1 = bertscore_f1(ref, self.encoder.token_embeddings(flat))  # [m, K]
+            f1 = bertscore_f1(ref, self.encoder.token_embeddings(flat, self.layer))  # [m, K]
             if self.baseline_f is not None:
                 f1 = (f1 - self.baseline_f) / (1.0 - self.baseline_f)
             best = np.full((len(ref), len(ev)), -np.inf)
