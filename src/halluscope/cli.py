@@ -41,6 +41,10 @@ MethodsOpt = typer.Option(None, "--methods", "-m", help="Comma-separated method 
                           "variant, 'all' = everything); see `halluscope methods`.")
 EncoderOpt = typer.Option(None, "--encoder", help="BERTScore encoder: Hugging Face id, local path, or 'minilm'.")
 LayerOpt = typer.Option(None, "--layer", help="Encoder layer for BERTScore (default: the last).")
+PrecisionOpt = typer.Option("auto", "--precision", help="Encoder precision: auto (bf16 where the CPU/GPU runs it "
+                             "natively), bf16 or fp32.")
+SplitOpt = typer.Option("parser", "--sentence-split", help="n-gram (n>1) sentence edges in samples: 'parser' "
+                         "(spaCy parser, as the reference) or 'rule' (punctuation rule, ~20x faster).")
 NliOpt = typer.Option(None, "--nli", help="NLI model: 'aegis' (offline default) or a Hugging Face id / local path.")
 DataOpt = typer.Option(None, "--data", help="Data folder holding wikibio/ (default: $HALLUSCOPE_DATA or ../shared/data).")
 
@@ -49,12 +53,13 @@ def example_path() -> Path:
     return Path(str(resources.files("halluscope") / "data" / "examples.jsonl"))
 
 
-def _detector(methods, encoder, layer, nli, baseline=None, combine=None):
+def _detector(methods, encoder, layer, nli, baseline=None, combine=None, precision="auto", split="parser",
+              learned=None):
     from .pipeline import Detector
 
     try:
         return Detector(methods=methods, encoder=encoder, layer=layer, nli=nli, bertscore_baseline=baseline,
-                        combine=combine)
+                        combine=combine, precision=precision, sentence_split=split, learned=learned)
     except ValueError as e:
         err.print(f"[red]error:[/] {e}")
         raise typer.Exit(2)
@@ -116,6 +121,8 @@ def score(
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON instead of the coloured view."),
     encoder: Optional[str] = EncoderOpt,
     layer: Optional[int] = LayerOpt,
+    precision: str = PrecisionOpt,
+    split: str = SplitOpt,
     nli: Optional[str] = NliOpt,
     baseline: Optional[Path] = typer.Option(None, "--bertscore-baseline", help="bert_score baseline file (rescaling)."),
     combine: Optional[str] = typer.Option(None, "--combine", help="Methods averaged by 'combination'."),
@@ -124,7 +131,7 @@ def score(
     from .io import write_results
 
     recs, errors = _read_records_or_exit(path or example_path())
-    det = _detector(methods, encoder, layer, nli, str(baseline) if baseline else None, combine)
+    det = _detector(methods, encoder, layer, nli, str(baseline) if baseline else None, combine, precision, split)
     stream = output if output is not None and output.suffix.lower() == ".jsonl" else None
     res = det.score(recs, output=stream, resume=resume, progress=sys.stderr.isatty())
     res.errors = errors + res.errors
@@ -138,6 +145,136 @@ def score(
         err.print(f"results written to {output}")
     if not res.items:
         raise typer.Exit(1)
+
+
+@app.command()
+def check(
+    prompts: Optional[list[str]] = typer.Argument(None, help="Prompts (questions) to answer and check."),
+    file: Optional[Path] = typer.Option(None, "--file", "-f", help="A file of prompts, one per line (or JSONL with "
+                                        "a 'prompt' field)."),
+    n: int = typer.Option(20, "--samples", "-n", help="Stochastic samples per prompt."),
+    methods: Optional[str] = typer.Option("ngram1_max,bertscore,combination", "--methods", "-m",
+                                          help="Scoring methods (add 'prompt', 'greybox', 'nli', ...)."),
+    model: Optional[str] = typer.Option(None, "--model", help="Model: a GGUF path (local, default: the packaged "
+                                        "Gemma-3-270M), a Hugging Face id (--backend transformers), or the server's "
+                                        "model name (with --base-url). Env: HALLUSCOPE_MODEL."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="An OpenAI-compatible server, e.g. "
+                                           "http://127.0.0.1:8080/v1 (env HALLUSCOPE_BASE_URL)."),
+    backend: str = typer.Option("auto", "--backend", help="auto | transformers (auto: HTTP with --base-url, else "
+                                "the local GGUF)."),
+    chat: bool = typer.Option(False, "--chat", help="Use /chat/completions instead of /completions."),
+    api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="Environment variable holding the "
+                                    "API key (never logged or stored)."),
+    template: Optional[str] = typer.Option(None, "--template", help="How a prompt is put to the model; default "
+                                           "'Question: {prompt}\\nAnswer:' for completions, '{prompt}' for chat."),
+    temperature: float = typer.Option(1.0, "--temperature", help="Temperature of the samples (main: 0)."),
+    max_tokens: int = typer.Option(96, "--max-tokens"),
+    seed: int = typer.Option(0, "--seed", help="Seed of the main response; sample i uses seed + i."),
+    concurrency: int = typer.Option(4, "--concurrency", help="Parallel requests."),
+    rpm: Optional[float] = typer.Option(None, "--rpm", help="Requests-per-minute limit."),
+    tpm: Optional[float] = typer.Option(None, "--tpm", help="Tokens-per-minute limit."),
+    cache: Path = typer.Option(Path(".halluscope/cache.sqlite"), "--cache", help="On-disk generation cache "
+                               "(SQLite): a re-run costs nothing."),
+    top_logprobs: int = typer.Option(5, "--top-logprobs", help="Top-k log-probs of the main response (grey-box)."),
+    as_json: bool = typer.Option(False, "--json"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the results (.json/.jsonl/.csv)."),
+):
+    """Answer each prompt with an LLM (main response at temperature 0, N samples at --temperature) and score every
+    sentence of the answer. Runs with no network and no key on the packaged local model."""
+    from .llm import DEFAULT_TEMPLATE_COMPLETIONS, Sampler, make_backend
+    from .io import write_results
+    from .types import Record
+
+    items = list(prompts or [])
+    if file:
+        try:
+            for line in file.read_text(encoding="utf-8").splitlines():
+                line = line.strip()
+                if line:
+                    items.append(json.loads(line)["prompt"] if line.startswith("{") else line)
+        except (OSError, ValueError, KeyError) as e:
+            err.print(f"[red]error:[/] cannot read prompts from {file}: {e}")
+            raise typer.Exit(2)
+    if not items:
+        err.print("[red]error:[/] give prompts as arguments or with --file")
+        raise typer.Exit(2)
+    try:
+        be = make_backend(model, base_url, chat=chat, api_key_env=api_key_env,
+                          kind=backend if backend != "auto" else None)
+    except (ValueError, FileNotFoundError, RuntimeError) as e:
+        err.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2)
+    tmpl = template or ("{prompt}" if chat else DEFAULT_TEMPLATE_COMPLETIONS)
+    sampler = Sampler(be, cache=str(cache), concurrency=concurrency, rpm=rpm, tpm=tpm)
+    texts = [tmpl.replace("{prompt}", p) for p in items]
+    stop = () if chat else ("\nQuestion:", "\n\n")
+    total = len(items) * (n + 1)
+    bar = _bar("sampling", total) if sys.stderr.isatty() and not as_json else None
+    draws = sampler.draw(texts, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed,
+                         top_logprobs=top_logprobs, stop=stop, progress=(lambda k: bar(k)) if bar else None)
+    if bar:
+        bar(None)
+    records, problems = [], []
+    for i, (p, d) in enumerate(zip(items, draws)):
+        if not d.ok:
+            problems.append({"record": str(i), "field": "samples", "error": "; ".join(d.errors)})
+            continue
+        text = d.main.text
+        lead = len(text) - len(text.lstrip())
+        toks = [dict(vars(t), offset=t.offset - lead) for t in (d.main.tokens or [])]
+        rec = {"id": str(i), "prompt": p, "response": text.strip(), "samples": [s.text.strip() for s in d.samples]}
+        try:
+            r = Record.from_dict(rec, i)
+        except RecordError as e:
+            problems.append(e.to_dict())
+            continue
+        r.meta = {"tokens": toks, "usage": d.usage(), "backend": be.cache_id()}
+        records.append(r)
+    for pr in problems:
+        err.print(f"[yellow]skipped[/] record {pr['record']}: {pr['field']}: {pr['error']}")
+    det = _detector(methods, None, None, None)
+    det.llm = sampler
+    try:
+        res = det.score(records, progress=sys.stderr.isatty() and not as_json)
+    except (ValueError, RuntimeError) as e:
+        err.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2)
+    usage = [r.meta["usage"] for r in records]
+    res.settings["llm"] = {"backend": be.cache_id(), "samples": n, "temperature": temperature, "seed": seed,
+                           "prompt_tokens": sum(u["prompt_tokens"] for u in usage),
+                           "completion_tokens": sum(u["completion_tokens"] for u in usage),
+                           "cached_generations": sum(u["cached"] for u in usage)}
+    for r, it in zip(records, res.items):
+        it.evidence["usage"] = [r.meta["usage"]]
+    res.errors = [RecordError(p["record"], p["field"], p["error"]) for p in problems] + res.errors
+    if output:
+        write_results(res, output)
+    if as_json:
+        print(json.dumps(res.to_dict(), indent=1))
+    else:
+        show_results(res)
+        s = res.settings["llm"]
+        err.print(f"[dim]{s['backend']}: {s['prompt_tokens']} prompt + {s['completion_tokens']} completion tokens, "
+                  f"{s['cached_generations']} generations from the cache ({cache})[/]")
+    if not res.items:
+        raise typer.Exit(1)
+
+
+def _bar(label: str, total: int):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    p = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
+                 TimeRemainingColumn(), transient=True, console=err)
+    p.start()
+    task = p.add_task(label, total=total)
+
+    def step(k):
+        if k is None:
+            p.stop()
+        else:
+            p.advance(task, k)
+
+    return step
 
 
 def _table(rows: dict[str, dict[str, float]], paper: dict[str, dict[str, float]] | None = None, title: str = ""):
@@ -172,9 +309,17 @@ def evaluate(
     methods: Optional[str] = MethodsOpt,
     encoder: Optional[str] = EncoderOpt,
     layer: Optional[int] = LayerOpt,
+    precision: str = PrecisionOpt,
+    split: str = SplitOpt,
     nli: Optional[str] = NliOpt,
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON keyed by method."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the scored results here."),
+    passages: Optional[str] = typer.Option(None, "--passages", help="Evaluate only these records, by position in "
+                                           "the file (e.g. '119-237')."),
+    learned: Optional[Path] = typer.Option(None, "--learned", help="Learned-combination file (default: packaged); "
+                                           "applied to a results file when 'learned' is asked for and absent."),
+    ties: str = typer.Option("as-is", "--ties", help="'random': sentence AUC-PR with tied scores in random order "
+                             "(mean of 20 draws); the paper's trapezoidal AUC-PR favours scores with many ties."),
 ):
     """Sentence AUC-PR (NonFact, NonFact*, Factual) and passage Pearson/Spearman against human labels, in percent."""
     from .evaluation.wikibio import evaluate_results
@@ -186,20 +331,34 @@ def evaluate(
     except OSError as e:
         err.print(f"[red]error:[/] cannot read {path}: {e}")
         raise typer.Exit(2)
+    positions = _parse_range(passages)
     if '"sentence_scores"' in head:
         res = read_results(path)
+        if positions is not None:
+            res.items = [res.items[i] for i in positions]
+        if methods and "learned" in methods.split(",") and res.items and "learned" not in res.items[0].sentence_scores:
+            from .scorers.learned import LearnedCombination
+
+            try:
+                LearnedCombination.load(learned).apply(res.items)
+            except (ValueError, KeyError) as e:
+                err.print(f"[red]error:[/] learned combination: {e}")
+                raise typer.Exit(2)
     else:
         recs, _ = _read_records_or_exit(path)
+        if positions is not None:
+            recs = [recs[i] for i in positions]
         unlabelled = [r.id for r in recs if r.labels is None]
         if unlabelled:
             err.print(f"[yellow]warning:[/] {len(unlabelled)} records have no labels and are left out of the figures")
-        det = _detector(methods, encoder, layer, nli)
+        det = _detector(methods, encoder, layer, nli, precision=precision, split=split,
+                        learned=str(learned) if learned else None)
         res = det.score(recs, progress=sys.stderr.isatty())
         if output:
             write_results(res, output)
     try:
         figures = evaluate_results(res, None if methods is None or '"sentence_scores"' not in head
-                                   else [m.strip() for m in methods.split(",")])
+                                   else [m.strip() for m in methods.split(",")], ties=ties)
     except (ValueError, KeyError) as e:
         err.print(f"[red]error:[/] {e}")
         raise typer.Exit(2)
@@ -207,6 +366,82 @@ def evaluate(
         print(json.dumps(_clean_json(figures), indent=1))
     else:
         console.print(_table(figures, title=f"{path.name}: AUC-PR (%) and passage correlation (%)"))
+
+
+def _merge_results(parts):
+    """Results of the same records scored by different runs: one item per id (the first file's order), with the
+    methods of every file."""
+    base = parts[0]
+    for other in parts[1:]:
+        by_id = {it.id: it for it in other.items}
+        for it in base.items:
+            o = by_id.get(it.id)
+            if o is None:
+                err.print(f"[red]error:[/] record {it.id} is missing from one of the results files")
+                raise typer.Exit(2)
+            it.sentence_scores.update(o.sentence_scores)
+            it.passage_scores.update(o.passage_scores)
+            it.evidence.update(o.evidence)
+        base.methods = list(dict.fromkeys([*base.methods, *other.methods]))
+    return base
+
+
+@app.command("train-learned")
+def train_learned(
+    results: Optional[list[Path]] = typer.Argument(None, help="Scored WikiBio results (.jsonl/.json from "
+                                                   "`reproduce wikibio -o`) holding the components, merged by record "
+                                                   "id when several; default: score the passages now."),
+    components: str = typer.Option("support,bertscore,nli", "--components", help="Component methods."),
+    passages: str = typer.Option("0-118", "--passages", help="Training passages by position (default: the "
+                                 "development half; never train on what you report)."),
+    c: float = typer.Option(1.0, "--C", help="Inverse L2 regularization strength of the logistic regression."),
+    folds: int = typer.Option(5, "--folds", help="Cross-validation folds (grouped by passage) for the printed check."),
+    output: Path = typer.Option(None, "--output", "-o", help="Where to write the JSON (default: the packaged file)."),
+    data: Optional[Path] = DataOpt,
+    precision: str = PrecisionOpt,
+    nli: Optional[str] = NliOpt,
+    as_json: bool = typer.Option(False, "--json"),
+):
+    """Train the `learned` logistic combination on labelled WikiBio passages; print cross-validated figures."""
+    from .evaluation.wikibio import evaluate_results, load_wikibio
+    from .io import read_results
+    from .scorers.learned import LearnedCombination, default_path
+    from .types import Results
+
+    comps = [m.strip() for m in components.split(",") if m.strip()]
+    positions = _parse_range(passages)
+    if results:
+        res = _merge_results([read_results(p) for p in results])
+        res.items = [res.items[i] for i in positions] if positions is not None else res.items
+    else:
+        det = _detector(",".join(comps), None, None, nli, precision=precision)
+        res = det.score(load_wikibio(data, positions), progress=sys.stderr.isatty())
+    try:
+        model = LearnedCombination.fit(res, comps, C=c, trained_on=f"WikiBio GPT-3 passages {passages}")
+    except ValueError as e:
+        err.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2)
+    # grouped k-fold check: every passage scored by a model that did not see it
+    from sklearn.model_selection import KFold
+
+    oof = []
+    for train_idx, test_idx in KFold(n_splits=folds, shuffle=True, random_state=0).split(res.items):
+        fold = LearnedCombination.fit(Results(items=[res.items[i] for i in train_idx]), comps, C=c)
+        held = [res.items[i] for i in test_idx]
+        fold.apply(held)
+        oof.extend(held)
+    figures = evaluate_results(Results(items=oof, methods=comps + ["learned"]), comps + ["learned"])
+    out = output or default_path()
+    model.save(out)
+    if as_json:
+        print(json.dumps(_clean_json({"weights": dict(zip(comps, model.weights)), "bias": model.bias,
+                                      "cross_validated": figures}), indent=1))
+    else:
+        console.print(f"weights (standardized): " + ", ".join(f"{m}={w:+.3f}" for m, w in zip(comps, model.weights))
+                      + f", bias={model.bias:+.3f}")
+        console.print(_table(figures, title=f"{folds}-fold cross-validation on passages {passages} (learned = "
+                             f"out-of-fold predictions)"))
+    err.print(f"written to {out}")
 
 
 @app.command("methods")
@@ -218,7 +453,16 @@ def list_methods():
         "ngram{n}_{avg|max}": "n-gram model (n=1..5) trained on samples + response; mean or max of -log p (raw)",
         "bertscore": "1 - mean over samples of max BERTScore F1 against the sample's sentences (Eq. 6), [0,1]",
         "nli": "mean over samples of P(contradiction)/(P(entail)+P(contradiction)), [0,1]",
+        "support": "1 - share of samples containing the sentence's least-supported content word, [0,1]",
+        "prompt": "LLM asked 'is the sentence supported by the context?' per sample; Yes 0 / No 1 / other 0.5; mean",
+        "qa_{count|bayes|bayes_alpha}": "MQAG: LLM-generated multiple-choice questions answered on R and each "
+                                        "sample; counting, Bayes, Bayes + answerability soft counts ('qa')",
+        "greybox_{avg|max}_{nlp|entropy}": "the LLM's own token -log p / entropy (top-k renormalized), per "
+                                           "sentence ('greybox'); needs log-probs (halluscope check)",
+        "proxy_{avg|max}_{nlp|entropy}": "the same from teacher-forcing the response through a local model "
+                                         "('proxy'; default the packaged Gemma-3-270M)",
         "combination": "mean of z-normalized scores of the other chosen methods (SelfCheckGPT §5.4), raw",
+        "learned": "logistic combination with weights fixed at training (halluscope train-learned), [0,1]",
     }
     t = Table("method", "score")
     for k, v in rows.items():
@@ -237,6 +481,8 @@ def reproduce_wikibio(
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run from --output."),
     encoder: Optional[str] = EncoderOpt,
     layer: Optional[int] = LayerOpt,
+    precision: str = PrecisionOpt,
+    split: str = SplitOpt,
     nli: Optional[str] = NliOpt,
     combine: Optional[str] = typer.Option(None, "--combine", help="Methods averaged by 'combination' "
                                           "(default: every other chosen method)."),
@@ -245,7 +491,8 @@ def reproduce_wikibio(
     from .evaluation.paper import paper_row
     from .evaluation.wikibio import reproduce
 
-    det = _detector(methods or "ngram1_max,bertscore,nli,combination", encoder, layer, nli, combine=combine)
+    det = _detector(methods or "ngram1_max,bertscore,nli,combination", encoder, layer, nli, combine=combine,
+                    precision=precision, split=split)
     figures, res = reproduce(detector=det, data_dir=data, passages=_parse_range(passages), output=output,
                              resume=resume, progress=sys.stderr.isatty() and not as_json)
     err.print(f"[dim]{len(res)} passages in {res.settings.get('seconds', 0):.1f}s; per scorer: "
@@ -269,12 +516,14 @@ def reproduce_samples(
     plot: Optional[Path] = typer.Option(None, "--plot", help="Save Figure 7 (Spearman vs N) as a PNG."),
     encoder: Optional[str] = EncoderOpt,
     layer: Optional[int] = LayerOpt,
+    precision: str = PrecisionOpt,
+    split: str = SplitOpt,
     nli: Optional[str] = NliOpt,
 ):
     """Figure 7 (passage Spearman) and Figure 8 (NonFact* AUC-PR) against the number of samples."""
     from .evaluation.wikibio import ablation_samples
 
-    det = _detector(methods or "ngram1_max,bertscore", encoder, layer, nli)
+    det = _detector(methods or "ngram1_max,bertscore", encoder, layer, nli, precision=precision, split=split)
     kk = _parse_range(ks) or list(range(1, 21))
     out = ablation_samples(det.methods, ks=kk, data_dir=data, passages=_parse_range(passages), detector=det,
                            progress=lambda k: err.print(f"[dim]N={k} done[/]"))
@@ -303,13 +552,15 @@ def reproduce_reference(
     as_json: bool = typer.Option(False, "--json"),
     encoder: Optional[str] = EncoderOpt,
     layer: Optional[int] = LayerOpt,
+    precision: str = PrecisionOpt,
+    split: str = SplitOpt,
     nli: Optional[str] = NliOpt,
 ):
     """Table 4: SelfCheck samples versus the WikiBio reference passage as the evidence."""
     from .evaluation.paper import TABLE4
     from .evaluation.wikibio import ablation_reference
 
-    det = _detector(methods or "ngram1_max,bertscore", encoder, layer, nli)
+    det = _detector(methods or "ngram1_max,bertscore", encoder, layer, nli, precision=precision, split=split)
     out = ablation_reference(det.methods, data_dir=data, passages=_parse_range(passages), detector=det)
     if as_json:
         print(json.dumps(_clean_json(out), indent=1))
@@ -322,6 +573,31 @@ def reproduce_reference(
             paper[f"{m} (samples)"] = TABLE4[m]["samples"]
             paper[f"{m} (WikiBio ref)"] = TABLE4[m]["reference"]
     console.print(_table(rows, paper, title="Table 4: samples vs the WikiBio reference passage (paper below)"))
+
+
+@reproduce_app.command("layers")
+def reproduce_layers(
+    data: Optional[Path] = DataOpt,
+    passages: Optional[str] = typer.Option("0-118", "--passages", help="Subset by position; default the "
+                                           "development half 0-118 (choose on it, report on the rest)."),
+    encoder: Optional[str] = EncoderOpt,
+    precision: str = PrecisionOpt,
+    as_json: bool = typer.Option(False, "--json"),
+):
+    """BERTScore with every layer of the encoder (one forward pass per sentence), to choose the layer."""
+    from .evaluation.wikibio import sweep_layers
+
+    try:
+        out = sweep_layers(encoder, precision=precision, data_dir=data, passages=_parse_range(passages),
+                           progress=lambda i, n: err.print(f"[dim]{i}/{n} passages[/]") if not as_json else None)
+    except ValueError as e:
+        err.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2)
+    if as_json:
+        print(json.dumps(_clean_json(out), indent=1))
+        return
+    console.print(_table(out, title=f"BERTScore by encoder layer ({encoder or 'minilm'}, {precision}), "
+                         f"passages {passages or 'all'}"))
 
 
 def _parse_range(s: Optional[str]) -> Optional[list[int]]:

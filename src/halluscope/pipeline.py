@@ -27,18 +27,23 @@ from .types import ItemResult, MethodInfo, Record, RecordError, Results
 
 DEFAULT_METHODS = ("ngram1_max", "bertscore", "nli", "combination")
 _NGRAM = re.compile(r"^ngram([1-9])_(avg|max)$")
-BASE_METHODS = {"bertscore", "nli"}
+_GREY = re.compile(r"^(greybox|proxy)_(avg_nlp|max_nlp|avg_entropy|max_entropy)$")
+GREY_METRICS = ("avg_nlp", "max_nlp", "avg_entropy", "max_entropy")
+BASE_METHODS = {"bertscore", "nli", "support", "prompt", "qa_count", "qa_bayes", "qa_bayes_alpha"}
+LLM_METHODS = {"prompt", "qa_count", "qa_bayes", "qa_bayes_alpha"}
 
 
 def available_methods() -> list[str]:
     """Every method name the detector accepts."""
     names = [f"ngram{n}_{a}" for a in ("avg", "max") for n in range(1, 6)]
-    return names + ["bertscore", "nli", "combination"]
+    grey = [f"{p}_{m}" for p in ("greybox", "proxy") for m in GREY_METRICS]
+    return names + ["bertscore", "nli", "support", "prompt", "qa_count", "qa_bayes", "qa_bayes_alpha", *grey,
+                    "combination", "learned"]
 
 
 def parse_methods(methods: str | Sequence[str] | None) -> list[str]:
     """Accepts a list or a comma-separated string; ``ngram`` expands to every n-gram variant (n = 1..5, avg and
-    max); ``all`` to every method."""
+    max); ``greybox`` and ``proxy`` to their four metrics; ``all`` to every method that needs no LLM."""
     if methods is None:
         return list(DEFAULT_METHODS)
     if isinstance(methods, str):
@@ -46,13 +51,17 @@ def parse_methods(methods: str | Sequence[str] | None) -> list[str]:
     out: list[str] = []
     for m in methods:
         m = m.lower()
-        if m == "all":
-            out.extend(available_methods())
+        if m == "all":  # every method that needs no LLM
+            out.extend(x for x in available_methods() if x not in LLM_METHODS and not _GREY.match(x))
+        elif m == "qa":
+            out.append("qa_bayes_alpha")
+        elif m in ("greybox", "proxy"):
+            out.extend(f"{m}_{x}" for x in GREY_METRICS)
         elif m == "ngram":
             out.extend(f"ngram{n}_{a}" for a in ("avg", "max") for n in range(1, 6))
         elif m == "unigram":
             out.append("ngram1_max")
-        elif _NGRAM.match(m) or m in BASE_METHODS or m == "combination":
+        elif _NGRAM.match(m) or _GREY.match(m) or m in BASE_METHODS or m in ("combination", "learned"):
             out.append(m)
         else:
             raise ValueError(f"unknown method {m!r}; choose from {', '.join(available_methods())} (or 'ngram', 'all')")
@@ -68,34 +77,58 @@ class Detector:
 
     methods: method names (see :func:`available_methods`); default ngram1_max, bertscore, nli, combination.
     encoder / layer: BERTScore encoder (hub id, local path or ``minilm``) and its layer (default: the last).
+    precision: encoder precision, ``auto`` (bf16 where the hardware runs it natively), ``bf16`` or ``fp32``.
     bertscore_baseline: optional bert_score-format baseline file for rescaling.
     nli: NLI model (``aegis`` or a hub id / local path); nli_sentence_first: feed (sentence, sample) pairs.
     combine: the methods averaged by ``combination`` (default: every other chosen method).
+    learned: the JSON file of the ``learned`` logistic combination (default: the packaged one); its component
+        methods are scored too.
+    llm: a :class:`~halluscope.llm.sampler.Sampler` (backend + cache) for the ``prompt`` method.
+    proxy_lm: the local causal LM for the ``proxy_*`` methods (a GGUF path or ``gemma``, the packaged default).
+    sentence_split: how the n-gram model finds sentence edges in samples (n > 1 only): ``parser`` (spaCy's
+        dependency parser, as the reference) or ``rule`` (a punctuation rule, about 20x faster).
     chunk_size: records per batch of model work.
     """
 
     methods: Sequence[str] | str | None = None
     encoder: str | None = None
     layer: int | None = None
+    precision: str = "auto"
     bertscore_baseline: str | None = None
     nli: str | None = None
     nli_sentence_first: bool = False
     combine: Sequence[str] | str | None = None
     chunk_size: int = 16
+    sentence_split: str = "parser"
+    learned: str | None = None
+    llm: Any = None
+    proxy_lm: str | None = None
     _scorers: list[Any] = field(default_factory=list, init=False, repr=False)
     timings: dict[str, float] = field(default_factory=dict, init=False, repr=False)  # seconds per scorer
     _models: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        if self.sentence_split not in ("parser", "rule"):
+            raise ValueError(f"sentence_split must be 'parser' or 'rule', got {self.sentence_split!r}")
         self.methods = parse_methods(self.methods)
-        base = [m for m in self.methods if m != "combination"]
+        base = [m for m in self.methods if m not in ("combination", "learned")]
+        self._learned = None
+        if "learned" in self.methods:
+            from .scorers.learned import LearnedCombination
+
+            self._learned = LearnedCombination.load(self.learned)
+            for m in self._learned.components:  # components are scored even when not listed on their own
+                if m not in base:
+                    base.append(m)
+        tail = []
         if "combination" in self.methods:
-            comb = parse_methods(self.combine) if self.combine else base
-            missing = [m for m in comb if m not in base]
-            if missing:
-                base.extend(missing)  # components are scored even when not listed on their own
+            comb = parse_methods(self.combine) if self.combine else list(base)
+            base.extend(m for m in comb if m not in base)
             self.combine = comb
-            self.methods = base + ["combination"]
+            tail.append("combination")
+        if self._learned is not None:
+            tail.append("learned")
+        self.methods = base + tail
         self.base_methods = base
 
     # ------------------------------------------------------------------ shared models (loaded once, lazily)
@@ -103,7 +136,7 @@ class Detector:
         if "encoder" not in self._models:
             from .models.encoder import Encoder
 
-            self._models["encoder"] = Encoder(self.encoder, layer=self.layer)
+            self._models["encoder"] = Encoder(self.encoder, layer=self.layer, precision=self.precision)
         return self._models["encoder"]
 
     def nli_model(self):
@@ -123,7 +156,36 @@ class Detector:
 
             ns = tuple(sorted({int(g.group(1)) for g in ngrams}))
             aggs = tuple(sorted({g.group(2) for g in ngrams}))
-            self._scorers.append(NgramScorer(ns=ns, aggs=aggs))
+            self._scorers.append(NgramScorer(ns=ns, aggs=aggs, sentence_split=self.sentence_split))
+        if "support" in self.base_methods:
+            from .scorers.support import SupportScorer
+
+            self._scorers.append(SupportScorer())
+        if "prompt" in self.base_methods:
+            from .scorers.prompt import PromptScorer
+
+            if self.llm is None:
+                raise ValueError("the 'prompt' method needs an LLM: pass Detector(llm=Sampler(backend))")
+            self._scorers.append(PromptScorer(self.llm))
+        if any(m.startswith("qa_") for m in self.base_methods):
+            from .scorers.qa import QAScorer
+
+            if self.llm is None:
+                raise ValueError("the 'qa' methods need an LLM: pass Detector(llm=Sampler(backend))")
+            self._scorers.append(QAScorer(self.llm))
+        grey = {g.group(1) for g in (_GREY.match(m) for m in self.base_methods) if g}
+        if "greybox" in grey:
+            from .scorers.greybox import GreyBoxScorer
+
+            self._scorers.append(GreyBoxScorer())
+        if "proxy" in grey:
+            from .scorers.greybox import ProxyScorer
+
+            if "proxy" not in self._models:
+                from .llm.local import LlamaCppLM
+
+                self._models["proxy"] = LlamaCppLM(self.proxy_lm)
+            self._scorers.append(ProxyScorer(self._models["proxy"]))
         if "bertscore" in self.base_methods:
             from .scorers.bertscore import BERTScoreScorer
 
@@ -139,6 +201,8 @@ class Detector:
         out = {m: infos[m] for m in self.base_methods}
         if "combination" in self.methods:
             out["combination"] = combination.info(list(self.combine))
+        if self._learned is not None:
+            out["learned"] = self._learned.info()
         return out
 
     # ------------------------------------------------------------------ scoring
@@ -210,6 +274,8 @@ class Detector:
                 chunk = todo[start : start + self.chunk_size]
                 items = [PreparedItem.from_record(r, evidence(r) if evidence else None) for r in chunk]
                 for res in self.score_items(items):
+                    if self._learned is not None:  # fixed weights: applied per record, streamed with it
+                        self._learned.apply([res])
                     scored[res.id] = res
                     if writer:
                         writer.write(res)
@@ -221,6 +287,8 @@ class Detector:
             "methods": {m: vars(i) for m, i in self.method_info().items()},
             "encoder": self._models["encoder"].model_path if "encoder" in self._models else None,
             "layer": self._models["encoder"].layer if "encoder" in self._models else None,
+            "precision": self._models["encoder"].precision if "encoder" in self._models else None,
+            "sentence_split": self.sentence_split if any(_NGRAM.match(m) for m in self.base_methods) else None,
             "nli": self._models["nli"].name if "nli" in self._models else None,
             "seconds": round(time.perf_counter() - t0, 3),
             "scorer_seconds": {k: round(v, 3) for k, v in self.timings.items()},
@@ -229,6 +297,9 @@ class Detector:
         if "combination" in self.methods and ordered:
             stats = combination.apply(ordered, list(self.combine))
             settings["combination_stats"] = stats
+        if self._learned is not None:
+            settings["learned"] = {"components": self._learned.components, "weights": self._learned.weights,
+                                   "trained_on": self._learned.trained_on}
         results = Results(items=ordered, errors=errors, methods=list(self.methods), settings=settings)
         if writer:  # final file: every record, with the combination added
             from .io import write_results

@@ -57,6 +57,14 @@ TABLE4 = {
 }
 
 
+# our grey-box / proxy method names -> the paper's rows (GPT-3's own probabilities; LLaMA-30B as the proxy)
+_GREY = {"avg_nlp": "avg_logp", "max_nlp": "max_logp", "avg_entropy": "avg_entropy", "max_entropy": "max_entropy"}
+ALIASES = {f"greybox_{k}": f"gpt3_{v}" for k, v in _GREY.items()} | {
+    f"proxy_{k}": f"proxy_llama30b_{v}" for k, v in _GREY.items()
+}
+
+
 def paper_row(method: str) -> dict[str, float] | None:
     """The paper's figures for one of our method names, or None when the paper has no such row."""
+    method = ALIASES.get(method, method)
     return TABLE6.get(method) or TABLE3.get(method) or LATER_VERSION.get(method)

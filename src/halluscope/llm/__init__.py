@@ -1,0 +1,35 @@
+"""LLM backends (one interface), the on-disk generation cache, and the sampler that draws responses and samples."""
+
+from .base import Backend, Generation, GenParams, LLMError, TokenLogprob
+from .cache import GenerationCache
+from .sampler import Draw, RateLimiter, Sampler
+
+__all__ = ["Backend", "Generation", "GenParams", "LLMError", "TokenLogprob", "GenerationCache", "Draw",
+           "RateLimiter", "Sampler", "make_backend"]
+
+DEFAULT_TEMPLATE_COMPLETIONS = "Question: {prompt}\nAnswer:"
+
+
+def make_backend(model: str | None = None, base_url: str | None = None, chat: bool = False,
+                 api_key_env: str = "OPENAI_API_KEY", kind: str | None = None, **kw) -> Backend:
+    """A backend from user settings: ``base_url`` (or ``$HALLUSCOPE_BASE_URL``) selects the OpenAI-compatible
+    HTTP client; ``kind="transformers"`` a transformers model by id/path; otherwise a local GGUF (``model`` path, or
+    the packaged ``gemma``)."""
+    import os
+
+    base_url = base_url or os.environ.get("HALLUSCOPE_BASE_URL")
+    model = model or os.environ.get("HALLUSCOPE_MODEL")
+    if base_url:
+        from .http import OpenAIBackend
+
+        return OpenAIBackend(model or "default", base_url=base_url, mode="chat" if chat else "completions",
+                             api_key_env=api_key_env, **kw)
+    if kind == "transformers":
+        from .local import TransformersBackend
+
+        if not model:
+            raise ValueError("the transformers backend needs --model (a Hugging Face id or a local path)")
+        return TransformersBackend(model)
+    from .local import LlamaCppBackend
+
+    return LlamaCppBackend(model)

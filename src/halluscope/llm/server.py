@@ -1,0 +1,69 @@
+"""Serve a local GGUF model over the OpenAI-compatible protocol on loopback (the llama.cpp server), e.g. for tests
+and benchmarks of the HTTP backend:
+
+    with LlamaServer() as s:            # the packaged Gemma-3-270M
+        backend = OpenAIBackend("gemma", base_url=s.base_url)
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from .local import resolve_gguf
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LlamaServer:
+    """``n_batch=1`` evaluates every token on its own: slower prompt processing, but the numbers (and so greedy and
+    seeded outputs) no longer depend on which earlier request's prefix the server reuses."""
+
+    def __init__(self, model: str | None = None, n_ctx: int = 2048, n_threads: int = 2, n_batch: int | None = None):
+        model_path = str(resolve_gguf(model))
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        # the server logs a lot: to a file, so that a full pipe can never block it
+        self.log = tempfile.NamedTemporaryFile("w+", prefix="llama-server-", suffix=".log", delete=False)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "llama_cpp.server", "--model", model_path, "--host", "127.0.0.1", "--port",
+             str(self.port), "--n_ctx", str(n_ctx), "--n_threads", str(n_threads)]
+            + (["--n_batch", str(n_batch), "--n_ubatch", str(n_batch)] if n_batch else []),
+            stdout=self.log, stderr=subprocess.STDOUT, text=True,
+        )
+        deadline = time.time() + 180
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"llama.cpp server exited: {Path(self.log.name).read_text()[-2000:]}")
+            try:
+                if httpx.get(f"{self.base_url}/models", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.5)
+        self.stop()
+        raise RuntimeError("llama.cpp server did not start in 180 s")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+        Path(self.log.name).unlink(missing_ok=True)
+
+    def __enter__(self) -> "LlamaServer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

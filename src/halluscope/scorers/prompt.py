@@ -1,0 +1,74 @@
+"""SelfCheck-Prompt (Manakul et al. 2023, later version §5.5): ask an LLM whether each sample supports each sentence.
+
+For sentence r_i and sample S_n the LLM gets the template (default, the paper's):
+
+    Context: {context}
+    Sentence: {sentence}
+    Is the sentence supported by the context above? Answer Yes or No.
+    Answer:
+
+and its answer maps to x = 0 (Yes), 1 (No), 0.5 (anything else); S_prompt(i) = mean over samples of x. Greedy
+decoding (temperature 0), a few tokens. The per-pair answers go through the sampler, so they are cached on disk,
+run concurrently and retried like every generation. The evidence kept per sentence is each sample's raw answer.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..llm.base import GenParams, LLMError
+from ..llm.sampler import Sampler
+from ..types import MethodInfo
+from .base import MethodScores, PreparedItem
+
+DEFAULT_TEMPLATE = (
+    "Context: {context}\nSentence: {sentence}\nIs the sentence supported by the context above? Answer Yes or No.\n"
+    "Answer:"
+)
+_WORD = re.compile(r"[A-Za-z]+")
+
+
+def parse_yes_no(answer: str) -> float:
+    """Yes -> 0.0, No -> 1.0, anything else -> 0.5 (the first word decides)."""
+    m = _WORD.search(answer or "")
+    if not m:
+        return 0.5
+    w = m.group(0).lower()
+    return 0.0 if w == "yes" else 1.0 if w == "no" else 0.5
+
+
+class PromptScorer:
+    name = "prompt"
+
+    def __init__(self, sampler: Sampler, template: str = DEFAULT_TEMPLATE, max_tokens: int = 5):
+        if "{context}" not in template or "{sentence}" not in template:
+            raise ValueError("the prompt template needs {context} and {sentence}")
+        self.sampler = sampler
+        self.template = template
+        self.params = GenParams(temperature=0.0, max_tokens=max_tokens, seed=0, stop=("\n",))
+
+    def method_info(self) -> list[MethodInfo]:
+        return [MethodInfo(self.name, bounded=True, description="mean over samples of the LLM's answer to 'is the "
+                           f"sentence supported by the context?' (Yes 0, No 1, other 0.5); {self.sampler.backend.cache_id()}")]
+
+    def score(self, items: list[PreparedItem]) -> dict[str, list[MethodScores]]:
+        jobs, where = [], []
+        for k, it in enumerate(items):
+            for i, s in enumerate(it.sentences):
+                for n, ctx in enumerate(it.evidence):
+                    jobs.append((self.template.format(context=ctx.replace("\n", " "), sentence=s), self.params, 0))
+                    where.append((k, i, n))
+        gens = self.sampler.run(jobs)
+        answers = [[[None] * len(it.evidence) for _ in it.sentences] for it in items]
+        for (k, i, n), g in zip(where, gens):
+            if isinstance(g, LLMError):
+                raise g  # a failed judgement is never guessed
+            answers[k][i][n] = g.text.strip()
+        out = []
+        for k, it in enumerate(items):
+            x = np.array([[parse_yes_no(a) for a in row] for row in answers[k]])
+            s = x.mean(axis=1)
+            out.append(MethodScores(s, float(s.mean()), [{"answers": row} for row in answers[k]]))
+        return {self.name: out}

@@ -1,0 +1,101 @@
+"""LLM backends against real servers: the llama.cpp OpenAI-compatible server with the packaged Gemma-3-270M on
+loopback, a fault-injecting proxy in front of it, the on-disk cache, and the scorers that need an LLM."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from halluscope.llm import GenerationCache, GenParams, LLMError, Sampler
+from halluscope.llm.http import OpenAIBackend
+
+from halluscope.llm.server import LlamaServer
+from llm_servers import FaultProxy
+
+PROMPT = "Question: Who was Ada Lovelace?\nAnswer:"
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = LlamaServer("gemma", n_batch=1)  # deterministic regardless of prefix reuse
+    yield s
+    s.stop()
+
+
+def _texts(draw):
+    return [draw.main.text] + [g.text for g in draw.samples]
+
+
+def test_http_backend_draws_seeded_samples_and_logprobs(server, tmp_path):
+    be = OpenAIBackend("gemma", base_url=server.base_url, timeout=60)
+    sampler = Sampler(be, cache=GenerationCache(tmp_path / "c.sqlite"), concurrency=2)
+    d1 = sampler.draw([PROMPT], n=3, max_tokens=24, seed=7, top_logprobs=3)[0]
+    assert d1.ok and d1.main.text.strip()
+    assert len({g.text for g in d1.samples}) > 1  # temperature 1: samples differ
+    toks = d1.main.tokens
+    assert toks and all(t.logprob <= 0 for t in toks) and all(t.top and len(t.top) <= 3 for t in toks)
+    assert "".join(t.token for t in toks) == d1.main.text
+    assert d1.main.completion_tokens == len(toks)
+    # the same seeds again, without the cache: the same texts
+    again = Sampler(be, concurrency=1).draw([PROMPT], n=3, max_tokens=24, seed=7, top_logprobs=3)[0]
+    assert _texts(again) == _texts(d1)
+
+
+def test_faults_are_retried_and_the_outcome_equals_a_fault_free_run(server, tmp_path):
+    clean = Sampler(OpenAIBackend("gemma", base_url=server.base_url), concurrency=1)
+    expected = _texts(clean.draw([PROMPT], n=4, max_tokens=16, seed=3)[0])
+    proxy = FaultProxy(server.base_url, ["429", "ok", "500", "timeout", "truncated", "nonjson", "ok"], delay=2.5)
+    try:
+        be = OpenAIBackend("gemma", base_url=proxy.base_url, timeout=1.5, max_retries=8, backoff_initial=0.05,
+                           backoff_max=0.5)
+        cache = GenerationCache(tmp_path / "c.sqlite")
+        d = Sampler(be, cache=cache, concurrency=2).draw([PROMPT], n=4, max_tokens=16, seed=3)[0]
+        assert d.ok, d.errors  # no result lost
+        assert _texts(d) == expected  # same seeds, same outcome as without faults
+        assert {"429", "500", "timeout", "truncated", "nonjson"} <= set(proxy.seen)
+        assert 0 < be.retries <= 5 * 8
+        assert len(cache) == 5
+    finally:
+        proxy.stop()
+
+
+def test_retries_are_bounded_and_failure_is_reported(server):
+    proxy = FaultProxy(server.base_url, ["500"])
+    try:
+        be = OpenAIBackend("gemma", base_url=proxy.base_url, max_retries=3, backoff_initial=0.01, backoff_max=0.02)
+        with pytest.raises(LLMError, match="gave up after 4 attempts"):
+            be.complete(PROMPT, GenParams(0.0, 8, 0))
+        assert proxy.count == 4
+        d = Sampler(be).draw([PROMPT], n=1, max_tokens=8)[0]
+        assert not d.ok and d.errors and d.main is None  # recorded as missing, never guessed
+    finally:
+        proxy.stop()
+
+
+def test_api_key_is_sent_but_never_stored(server, tmp_path, monkeypatch):
+    monkeypatch.setenv("HALLU_TEST_KEY", "sk-secret-123")
+    be = OpenAIBackend("gemma", base_url=server.base_url, api_key_env="HALLU_TEST_KEY")
+    assert be._client.headers["Authorization"] == "Bearer sk-secret-123"
+    cache = GenerationCache(tmp_path / "c.sqlite")
+    Sampler(be, cache=cache).draw([PROMPT], n=1, max_tokens=8)
+    cache.close()
+    assert b"sk-secret-123" not in (tmp_path / "c.sqlite").read_bytes()
+    assert "sk-secret-123" not in be.cache_id()
+
+
+def test_check_command_end_to_end_and_rerun_from_cache(server, tmp_path):
+    cmd = [sys.executable, "-m", "halluscope.cli", "check", "Who was Ada Lovelace?", "-n", "3", "--max-tokens",
+           "40", "--base-url", server.base_url, "--model", "gemma", "--methods",
+           "ngram1_max,bertscore,greybox,combination", "--cache", str(tmp_path / "c.sqlite"), "--json"]
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr
+    out = json.loads(first.stdout)
+    it = out["items"][0]
+    assert it["sentences"] and len(it["sentence_scores"]["bertscore"]) == len(it["sentences"])
+    assert np.isfinite(it["passage_scores"]["greybox_max_nlp"])
+    assert out["settings"]["llm"]["cached_generations"] == 0
+    second = json.loads(subprocess.run(cmd, capture_output=True, text=True, timeout=600).stdout)
+    assert second["settings"]["llm"]["cached_generations"] == 4
+    assert second["items"][0]["sentence_scores"] == it["sentence_scores"]

@@ -1,0 +1,78 @@
+"""Pieces of the LLM layer that need no model: answer parsing, the MQAG Bayes formula, the rate limiter, the cache,
+entropy over top-k, and the mapping of tokens to sentences."""
+
+import math
+
+import numpy as np
+import pytest
+
+from halluscope.llm import GenerationCache, GenParams, Generation, RateLimiter, TokenLogprob
+from halluscope.scorers.greybox import token_metrics
+from halluscope.scorers.prompt import parse_yes_no
+from halluscope.scorers.qa import bayes
+
+
+def test_yes_no_parsing():
+    assert parse_yes_no(" Yes, it is.") == 0.0
+    assert parse_yes_no("No.") == 1.0
+    assert parse_yes_no("  maybe") == 0.5
+    assert parse_yes_no("") == 0.5
+    assert parse_yes_no("Nobody knows") == 0.5  # the first word decides, not a prefix
+
+
+def test_mqag_bayes_formula():
+    g1 = g2 = 0.8 / 0.2
+    assert bayes(0, 0) == pytest.approx(0.5)
+    assert bayes(3, 3) == pytest.approx(0.5)
+    assert bayes(0, 1) == pytest.approx(g2 / (1 + g2))  # one mismatch: 0.8
+    assert bayes(2, 1) == pytest.approx(g2 / (g1**2 + g2))
+    assert bayes(0.5, 1.5) == pytest.approx(g2**1.5 / (g1**0.5 + g2**1.5))  # soft counts
+    assert bayes(400, 0) < 1e-100 and bayes(0, 400) == pytest.approx(1.0)  # no overflow
+
+
+def test_rate_limiter_waits_for_the_window():
+    now = [0.0]
+    slept = []
+
+    def sleep(s):
+        slept.append(s)
+        now[0] += s
+
+    rl = RateLimiter(rpm=2, tpm=100, clock=lambda: now[0], sleep=sleep)
+    rl.acquire(10)
+    rl.acquire(10)
+    assert now[0] == 0.0
+    rl.acquire(10)  # third request in the same minute waits until the first leaves the window
+    assert now[0] >= 60.0
+    rl2 = RateLimiter(tpm=100, clock=lambda: now[0], sleep=sleep)
+    start = now[0]
+    rl2.acquire(80)
+    rl2.acquire(30)  # 110 tokens > 100 per minute
+    assert now[0] - start >= 60.0
+
+
+def test_cache_roundtrip_and_keys(tmp_path):
+    c = GenerationCache(tmp_path / "c.sqlite")
+    g = Generation("Paris.", [TokenLogprob("Paris", -0.1, 0, {"Paris": -0.1, "Rome": -2.5})], 5, 2, 0.0)
+    p = GenParams(1.0, 16, 3)
+    c.put("be:m", "Q", p, 1, g)
+    assert c.get("be:m", "Q", p, 2) is None  # another sample index
+    assert c.get("be:m", "Q", GenParams(0.5, 16, 3), 1) is None  # other parameters
+    got = c.get("be:m", "Q", p, 1)
+    assert got.cached and got.text == "Paris." and got.tokens[0].top == {"Paris": -0.1, "Rome": -2.5}
+    c.close()
+    assert GenerationCache(tmp_path / "c.sqlite").get("be:m", "Q", p, 1).text == "Paris."  # durable
+
+
+def test_topk_entropy_and_token_to_sentence_mapping():
+    t = TokenLogprob("a", math.log(0.5), 0, {"a": math.log(0.5), "b": math.log(0.25)})
+    h, k = t.entropy()
+    p = np.array([2 / 3, 1 / 3])
+    assert k == 2 and h == pytest.approx(float(-(p * np.log(p)).sum()))
+    text = "Anna sang. Bo cried."
+    toks = [TokenLogprob("Anna", -1.0, 0), TokenLogprob(" sang", -2.0, 4), TokenLogprob(".", -0.5, 9),
+            TokenLogprob(" Bo", -3.0, 10), TokenLogprob(" cried", -0.2, 13), TokenLogprob(".", -0.1, 19)]
+    m, _ = token_metrics(toks, text, ["Anna sang.", "Bo cried."])
+    assert list(m["avg_nlp"]) == pytest.approx([3.5 / 3, 3.3 / 3])
+    assert list(m["max_nlp"]) == pytest.approx([2.0, 3.0])
+    assert np.isnan(m["avg_entropy"]).all()  # no top-k returned: entropy unknown, not zero
