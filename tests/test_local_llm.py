@@ -58,3 +58,42 @@ def test_greybox_and_proxy_scorers(backend, lm, wikibio):
         v = np.array(it.sentence_scores["proxy_max_nlp"])
         assert len(v) == len(it.sentences) and np.all(np.isfinite(v)) and np.all(v > 0)
         assert np.all(np.array(it.sentence_scores["proxy_avg_entropy"]) <= np.log(262_144))
+
+
+def test_prompt_and_qa_scorers_with_the_local_model(backend, tmp_path):
+    from halluscope.llm import GenerationCache, Sampler
+    from halluscope.scorers.prompt import PromptScorer
+    from halluscope.scorers.qa import QAScorer
+
+    sampler = Sampler(backend, cache=GenerationCache(tmp_path / "c.sqlite"), concurrency=1)
+    rec = Record(id="q", response="Ada Lovelace was born in London in 1815.",
+                 samples=["Ada Lovelace, born in 1815 in London, was a mathematician.",
+                          "Ada Lovelace was an English mathematician born in London."])
+    item = PreparedItem.from_record(rec)
+    p = PromptScorer(sampler).score([item])["prompt"][0]
+    assert p.sentence.shape == (1,) and p.sentence[0] in (0.0, 0.25, 0.5, 0.75, 1.0)
+    assert len(p.evidence[0]["answers"]) == 2  # the raw answers are kept
+    q = QAScorer(sampler).score([item])
+    for name in ("qa_count", "qa_bayes", "qa_bayes_alpha"):
+        v = q[name][0].sentence
+        assert v.shape == (1,) and 0.0 <= v[0] <= 1.0
+    n_cached = len(sampler.cache)
+    QAScorer(sampler).score([item])  # a re-run is served from the cache: no new generation
+    assert len(sampler.cache) == n_cached
+
+
+def test_check_runs_on_the_packaged_model_with_no_server_and_no_key(tmp_path, monkeypatch):
+    import json
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in __import__("os").environ.items() if k not in ("HALLUSCOPE_BASE_URL", "OPENAI_API_KEY")}
+    r = subprocess.run([sys.executable, "-m", "halluscope.cli", "check", "Who was Ada Lovelace?", "-n", "3",
+                        "--max-tokens", "32", "--cache", str(tmp_path / "c.sqlite"), "--json"],
+                       capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["settings"]["llm"]["backend"].startswith("llama-cpp:")
+    it = out["items"][0]
+    assert it["response"] and len(it["sentence_scores"]["combination"]) == len(it["sentences"])
+    assert out["settings"]["llm"]["completion_tokens"] > 0

@@ -43,18 +43,22 @@ def test_unigram_reproduces_table6_on_all_wikibio(wikibio):
     assert figs["random"]["nonfact_star"] == pytest.approx(29.72, abs=0.01)
 
 
+def test_every_ngram_row_reproduces_table6_on_all_wikibio(wikibio):
+    """n = 1..5, Avg and Max, with the default punctuation-rule splitter for the samples: every cell within 0.5."""
+    figs = evaluate_results(Detector(methods="ngram").score(wikibio))
+    for m, row in TABLE6.items():
+        for col, paper in row.items():
+            assert abs(figs[m][col] - paper) < 0.5, (m, col, figs[m][col], paper)
+
+
 @pytest.mark.slow
-def test_bigram_and_trigram_reproduce_table6_on_a_slice(wikibio):
-    """n > 1 uses spaCy's parser on the samples (slow): 60 passages keep CI short. On the slice the figures
-    must agree with the rule-based splitter's closely, and both must beat random."""
-    sl = wikibio[:60]
-    parser = evaluate_results(Detector(methods="ngram2_max,ngram3_avg").score(sl))
+def test_parser_split_agrees_with_the_rule_split(wikibio):
+    """The reference's spaCy-parser split of the samples (slow) gives nearly the same bigram scores."""
     from halluscope.scorers.ngram import NgramScorer as NS
 
-    items = [PreparedItem.from_record(r) for r in sl]
+    items = [PreparedItem.from_record(r) for r in wikibio[:20]]
     rule = NS(ns=(2,), aggs=("max",), sentence_split="rule").score(items)["ngram2_max"]
     par = NS(ns=(2,), aggs=("max",), sentence_split="parser").score(items)["ngram2_max"]
     a = np.concatenate([x.sentence for x in rule])
     b = np.concatenate([x.sentence for x in par])
     assert np.corrcoef(a, b)[0, 1] > 0.97
-    assert parser["ngram2_max"]["nonfact"] > parser["random"]["nonfact"] + 5

