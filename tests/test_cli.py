@@ -34,7 +34,7 @@ def test_reproduce_wikibio_json_keys(data_dir):
 
 
 def test_reproduce_layers_json(data_dir):
-    r = runner.invoke(app, ["reproduce", "layers", "--passages", "0-1", "--precision", "fp32", "--json",
+    r = runner.invoke(app, ["reproduce", "layers", "--passages", "0-3", "--precision", "fp32", "--json",
                             "--data", str(data_dir)])
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
@@ -112,3 +112,19 @@ def test_evaluate_merges_runs_and_recomputes_the_combination(tmp_path, wikibio):
 
     direct = evaluate_results(Detector(methods="ngram1_max,ngram2_avg,combination").score(wikibio[:30]))
     assert merged == pytest.approx(direct["combination"], abs=1e-3)  # scores pass through JSON
+
+
+def test_reproduce_samples_and_reference_ablations(tmp_path, data_dir):
+    png = tmp_path / "fig7.png"
+    r = runner.invoke(app, ["reproduce", "samples", "--methods", "ngram1_max", "--passages", "0-59", "--ks", "1,5,20",
+                            "--plot", str(png), "--json", "--data", str(data_dir)])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)["ngram1_max"]
+    assert set(d) == {"1", "5", "20"}
+    assert d["20"]["spearman"] > d["1"]["spearman"] + 10  # Figure 7: more samples, better passage ranking
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    r = runner.invoke(app, ["reproduce", "reference", "--methods", "ngram1_max", "--passages", "0-59", "--json",
+                            "--data", str(data_dir)])
+    assert r.exit_code == 0, r.output
+    t4 = json.loads(r.stdout)["ngram1_max"]
+    assert t4["reference"]["spearman"] < t4["samples"]["spearman"]  # Table 4: one passage is weaker evidence

@@ -77,7 +77,7 @@ def _shade(score: float, bounded: bool) -> str:
 def show_results(results, primary: str | None = None) -> None:
     """A compact coloured view: each sentence shaded by its score (green = consistent, red = likely hallucinated)."""
     infos = results.settings.get("methods", {})
-    primary = primary or ("combination" if "combination" in results.methods else results.methods[0])
+    primary = primary or next((m for m in ("learned", "combination") if m in results.methods), results.methods[0])
     bounded = bool(infos.get(primary, {}).get("bounded", True))
     for it in results.items:
         head = Text(f"{it.id}", style="bold")
@@ -153,8 +153,10 @@ def check(
     file: Optional[Path] = typer.Option(None, "--file", "-f", help="A file of prompts, one per line (or JSONL with "
                                         "a 'prompt' field)."),
     n: int = typer.Option(20, "--samples", "-n", help="Stochastic samples per prompt."),
-    methods: Optional[str] = typer.Option("ngram1_max,bertscore,combination", "--methods", "-m",
-                                          help="Scoring methods (add 'prompt', 'greybox', 'nli', ...)."),
+    methods: Optional[str] = typer.Option("learned", "--methods", "-m",
+                                          help="Scoring methods; default 'learned' (unigram, BERTScore and NLI "
+                                          "combined with fixed weights, so one answer alone gets a calibrated "
+                                          "score); add 'prompt', 'greybox', 'qa', ..."),
     model: Optional[str] = typer.Option(None, "--model", help="Model: a GGUF path (local, default: the packaged "
                                         "Gemma-3-270M), a Hugging Face id (--backend transformers), or the server's "
                                         "model name (with --base-url). Env: HALLUSCOPE_MODEL."),

@@ -10,7 +10,7 @@ H_ij is the entropy of the next-token distribution. Where the source gives only 
 local model it is over the full vocabulary (k = vocabulary size). Passage: mean of the sentence scores.
 
 Two sources: ``GreyBoxScorer`` reads the log-probs the LLM returned with the main response (stored on the record by
-``halluscope check``, ``record.meta["tokens"]``); ``ProxyScorer`` teacher-forces a given response through a local
+``halluscope check``, or a record's ``tokens`` field: a list of {token, logprob, offset, top}); ``ProxyScorer`` teacher-forces a given response through a local
 model (the proxy-LLM baseline, usable on any text, e.g. WikiBio).
 """
 
@@ -88,7 +88,7 @@ class GreyBoxScorer:
         for it in items:
             toks = it.record.meta.get("tokens")
             if not toks:
-                raise ValueError(f"record {it.id}: field 'meta.tokens': grey-box scoring needs the response's token "
+                raise ValueError(f"record {it.id}: field 'tokens': grey-box scoring needs the response's token "
                                  "log-probs (draw it with `halluscope check`, or use the proxy scorer)")
             tokens = [t if isinstance(t, TokenLogprob) else TokenLogprob(**t) for t in toks]
             metrics, k = token_metrics(tokens, it.record.response, it.sentences)
