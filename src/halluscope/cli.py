@@ -462,6 +462,48 @@ def train_learned(
     err.print(f"written to {out}")
 
 
+ensemble_app = typer.Typer(help="Response-level confidence: components, baselines and the tuned ensemble (003).")
+app.add_typer(ensemble_app, name="ensemble")
+
+
+@ensemble_app.command("sac3")
+def ensemble_sac3(
+    data: Optional[Path] = DataOpt,
+    limit: Optional[int] = typer.Option(None, "--limit", help="Use N questions spread evenly over the file."),
+    folds: int = typer.Option(5, "--folds", help="k of the k-fold cross-validation of every tuned figure."),
+    components: str = typer.Option(",".join(("exact_match", "non_contradiction", "semantic_negentropy", "bertscore",
+                                             "cosine")), "--components"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write all figures and scores as JSON."),
+    as_json: bool = typer.Option(False, "--json"),
+):
+    """SAC3 NQ-Open: AUROC and F1 of each component, BSDetector, semantic entropy and the cross-validated ensemble,
+    beside the paper's Table 1 (NQ-Open F1)."""
+    from .ensemble.sac3 import run_sac3
+
+    try:
+        out = run_sac3(data, limit, folds, components=[c.strip() for c in components.split(",") if c.strip()])
+    except (FileNotFoundError, ValueError) as e:
+        err.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2)
+    if output:
+        output.write_text(json.dumps(_clean_json(out), indent=1))
+    if as_json:
+        print(json.dumps(_clean_json({k: v for k, v in out.items() if k != "scores"}), indent=1))
+        return
+    t = Table(title=f"SAC3 NQ-Open, {out['n']} answers ({100 * out['hallucination_rate']:.1f}% incorrect); "
+              f"positive class = incorrect; F1 at a {folds}-fold cross-validated threshold")
+    for c in ("row", "AUROC", "precision", "recall", "F1", "paper F1"):
+        t.add_column(c)
+    paper = out["paper_f1"]
+    rows = [(f"component: {k}", v, None) for k, v in out["components"].items()]
+    rows += [(f"baseline: {k}", v, paper.get(k)) for k, v in out["baselines"].items()]
+    rows += [(f"ensemble ({k}, CV)", v, paper["ensemble"] if k == "agnostic" else None)
+             for k, v in out["ensemble"].items()]
+    for name, v, p in rows:
+        t.add_row(name, *(f"{v[x]:.3f}" for x in ("auroc", "precision", "recall", "f1")), "-" if p is None else f"{p:.3f}")
+    console.print(t)
+
+
 @app.command("methods")
 def list_methods():
     """List every method with its formula in one line."""

@@ -1,0 +1,154 @@
+"""Response-level confidence components of the tunable ensemble (Bouchard & Chauhan, 003: §3.2), on the same shared
+models as the sentence-level scorers.
+
+For an original response y and m candidate responses (samples) y~_1..y~_m of the same question, each component is a
+confidence in [0, 1] (higher = more likely correct; the hallucination score is 1 - confidence):
+
+- ``exact_match`` (Eq. 4): share of candidates equal to y after normalization (case, punctuation, articles, spaces).
+- ``non_contradiction`` (Eq. 5-6): mean over candidates of 1 - (eta(y, y~_j) + eta(y~_j, y)) / 2, eta the NLI
+  contradiction probability (both directions).
+- ``semantic_negentropy`` (Eq. 7-8): y and the candidates are clustered by mutual entailment (each response joins
+  the first cluster whose representative it entails both ways, else opens a cluster; so every response is in exactly
+  one cluster); SE = entropy of the cluster shares; NSN = 1 - SE / log m, clipped to [0, 1]. With
+  ``condition_on_question`` each text is prefixed by the question before the NLI comparison.
+- ``bertscore`` (Eq. 12): mean BERTScore F1 of y against each candidate (whole texts, the shared encoder layer).
+- ``cosine`` (Eq. 13): mean cosine similarity of sentence embeddings (mean-pooled, the shared encoder).
+
+"Entailment" with the offline 2-class NLI model (contradiction vs not) is taken as P(contradiction) < 0.5 in both
+directions; a 3-way MNLI model (``--nli`` id or path) uses P(entailment) > 0.5 both ways. Every NLI pair and every
+embedding goes through the shared caches, so a pair used by two components is computed once (tested).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import string
+from dataclasses import dataclass, field
+
+import numpy as np
+
+COMPONENTS = ("exact_match", "non_contradiction", "semantic_negentropy", "bertscore", "cosine")
+
+
+@dataclass
+class ResponseItem:
+    """One question with its original answer, the candidate answers, and (optionally) whether it is correct."""
+
+    id: str
+    question: str
+    response: str
+    samples: list[str]
+    correct: bool | None = None
+    meta: dict = field(default_factory=dict)
+
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+
+
+def normalize_answer(s: str) -> str:
+    s = s.lower()
+    s = "".join(ch for ch in s if ch not in set(string.punctuation))
+    s = _ARTICLES.sub(" ", s)
+    return " ".join(s.split())
+
+
+def exact_match(item: ResponseItem) -> float:
+    y = normalize_answer(item.response)
+    return float(np.mean([normalize_answer(s) == y for s in item.samples])) if item.samples else float("nan")
+
+
+class ComponentScorer:
+    """Computes the chosen components for many items with batched, cached model work."""
+
+    def __init__(self, encoder=None, nli=None, components=COMPONENTS, condition_on_question: bool = False):
+        unknown = [c for c in components if c not in COMPONENTS]
+        if unknown:
+            raise ValueError(f"unknown components {unknown}; choose from {COMPONENTS}")
+        self.components = tuple(components)
+        self.encoder = encoder
+        self.nli = nli
+        self.condition_on_question = condition_on_question
+
+    def _nli_model(self):
+        if self.nli is None:
+            from ..models.nli import load_nli
+
+            self.nli = load_nli()
+        return self.nli
+
+    def _encoder(self):
+        if self.encoder is None:
+            from ..models.encoder import Encoder
+
+            self.encoder = Encoder()
+        return self.encoder
+
+    def _entails_both(self, p_ab: np.ndarray, p_ba: np.ndarray) -> bool:
+        # probs are (entail, neutral, contradict); a 2-class model puts its mass on entail/contradict only
+        if p_ab[1] == 0 and p_ba[1] == 0:
+            return p_ab[2] < 0.5 and p_ba[2] < 0.5
+        return p_ab[0] > 0.5 and p_ba[0] > 0.5
+
+    def score(self, items: list[ResponseItem]) -> list[dict[str, float]]:
+        out = [dict() for _ in items]
+        if "exact_match" in self.components:
+            for o, it in zip(out, items):
+                o["exact_match"] = exact_match(it)
+        need_nli = {"non_contradiction", "semantic_negentropy"} & set(self.components)
+        if need_nli:
+            nli = self._nli_model()
+            pairs = []
+            for it in items:
+                texts = self._texts(it)
+                y, cands = texts[0], texts[1:]
+                # both components compare y with each candidate in both directions (the clustering compares with
+                # y first, as y opens the first cluster); identical texts need no model
+                pairs += [(y, c) for c in dict.fromkeys(cands) if c != y] + [(c, y) for c in dict.fromkeys(cands) if c != y]
+            nli.probs(pairs)  # one batched pass over every unseen pair; the loops below read the cache
+            for o, it in zip(out, items):
+                texts = self._texts(it)
+                y, cands = texts[0], texts[1:]
+                if "non_contradiction" in self.components and cands:
+                    fw = np.array([0.0 if c == y else nli.probs([(y, c)])[0, 2] for c in cands])
+                    bw = np.array([0.0 if c == y else nli.probs([(c, y)])[0, 2] for c in cands])
+                    o["non_contradiction"] = float(np.mean(1 - (fw + bw) / 2))
+                if "semantic_negentropy" in self.components and cands:
+                    o["semantic_negentropy"] = self._negentropy(texts, len(cands))
+        if {"bertscore", "cosine"} & set(self.components):
+            enc = self._encoder()
+            enc.token_embeddings([t for it in items for t in (it.response, *it.samples)])  # one batched pass
+            from ..scorers.bertscore import bertscore_f1
+
+            for o, it in zip(out, items):
+                if not it.samples:
+                    continue
+                if "bertscore" in self.components:
+                    f1 = bertscore_f1(enc.token_embeddings([it.response]), enc.token_embeddings(list(it.samples)))
+                    o["bertscore"] = float(np.clip(f1[0], 0, 1).mean())
+                if "cosine" in self.components:
+                    e = enc.sentence_embeddings([it.response, *it.samples])
+                    o["cosine"] = float(np.clip(e[1:] @ e[0], 0, 1).mean())
+        return out
+
+    def _texts(self, it: ResponseItem) -> list[str]:
+        texts = [it.response, *it.samples]
+        if self.condition_on_question:
+            texts = [f"{it.question} {t}" for t in texts]
+        return texts
+
+    def _negentropy(self, texts: list[str], m: int) -> float:
+        nli = self.nli
+        reps: list[str] = []
+        sizes: list[int] = []
+        for t in texts:
+            for k, r in enumerate(reps):
+                if t == r or self._entails_both(nli.probs([(t, r)])[0], nli.probs([(r, t)])[0]):
+                    sizes[k] += 1
+                    break
+            else:
+                reps.append(t)
+                sizes.append(1)
+        p = np.array(sizes, float) / sum(sizes)
+        se = float(-(p * np.log(p)).sum())
+        return float(np.clip(1 - se / math.log(m), 0, 1)) if m > 1 else float(se == 0)
