@@ -263,20 +263,9 @@ def check(
 
 
 def _bar(label: str, total: int):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from .pipeline import rich_bar
 
-    p = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
-                 TimeRemainingColumn(), transient=True, console=err)
-    p.start()
-    task = p.add_task(label, total=total)
-
-    def step(k):
-        if k is None:
-            p.stop()
-        else:
-            p.advance(task, k)
-
-    return step
+    return rich_bar(label, total, console=err)
 
 
 def _table(rows: dict[str, dict[str, float]], paper: dict[str, dict[str, float]] | None = None, title: str = ""):

@@ -322,14 +322,17 @@ def _progress(progress, total: int):
         return step
     if not progress or total == 0:
         return lambda n: None
+    return rich_bar("scoring", total)
+
+
+def rich_bar(label: str, total: int, console=None):
+    """A rich progress bar with count, elapsed time and ETA; returns ``step(n)``, ``step(None)`` closes it."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    p = Progress(
-        TextColumn("scoring"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
-        TimeRemainingColumn(), transient=True,
-    )
+    p = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
+                 TimeRemainingColumn(), transient=True, console=console)
     p.start()
-    task = p.add_task("score", total=total)
+    task = p.add_task(label, total=total)
 
     def step(n):
         if n is None:
