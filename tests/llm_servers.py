@@ -11,16 +11,20 @@ import httpx
 
 
 class FaultProxy:
-    """Forwards POSTs to ``upstream``; request number k (counted from 0) gets ``schedule[k % len(schedule)]``:
-    'ok', '429', '500', 'timeout' (answers after ``delay`` s, past the client's timeout), 'truncated' (half the
-    body, then the connection closes), 'nonjson' (200 with an HTML body)."""
+    """Forwards POSTs to ``upstream``, injecting faults by plan. The n-th distinct request body (in order of first
+    arrival) gets ``plans[n % len(plans)]``: its k-th attempt suffers ``plan[k]``, attempts after the plan pass.
+    So each generation meets a fixed number of faults whatever the concurrency, and a test can count the retries
+    exactly. Faults: '429' (with Retry-After), '500', 'timeout' (answers after ``delay`` s, past the client's
+    timeout), 'truncated' (half the body, then the connection closes), 'nonjson' (200 with an HTML body)."""
 
-    def __init__(self, upstream: str, schedule: list[str], delay: float = 3.0):
+    def __init__(self, upstream: str, plans: list[list[str]], delay: float = 3.0):
         self.upstream = upstream.rstrip("/")
-        self.schedule = schedule
+        self.plans = plans
         self.delay = delay
         self.count = 0
         self.seen: list[str] = []
+        self._attempts: dict[bytes, int] = {}
+        self._plan_of: dict[bytes, list[str]] = {}
         self._lock = threading.Lock()
         proxy = self
 
@@ -33,7 +37,12 @@ class FaultProxy:
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 with proxy._lock:
-                    fault = proxy.schedule[proxy.count % len(proxy.schedule)]
+                    if body not in proxy._plan_of:
+                        proxy._plan_of[body] = proxy.plans[len(proxy._plan_of) % len(proxy.plans)]
+                    k = proxy._attempts.get(body, 0)
+                    proxy._attempts[body] = k + 1
+                    plan = proxy._plan_of[body]
+                    fault = plan[k] if k < len(plan) else "ok"
                     proxy.count += 1
                     proxy.seen.append(fault)
                 if fault == "429":
