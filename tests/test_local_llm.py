@@ -98,3 +98,17 @@ def test_check_runs_on_the_packaged_model_with_no_server_and_no_key(tmp_path, mo
     assert it["response"] and len(it["sentence_scores"]["learned"]) == len(it["sentences"])
     assert all(0 < p < 1 for p in it["sentence_scores"]["learned"])  # the default: calibrated, per record
     assert out["settings"]["llm"]["completion_tokens"] > 0
+
+
+def test_transformers_backend_loads_the_packaged_gguf_and_samples_with_seeds():
+    from halluscope.llm.local import TransformersBackend, resolve_gguf
+
+    path = resolve_gguf("gemma")
+    be = TransformersBackend(str(path.parent), gguf_file=path.name)  # a local path, as for any hub id
+    a = be.complete(PROMPT, GenParams(1.0, 8, 3, top_logprobs=2))
+    b = be.complete(PROMPT, GenParams(1.0, 8, 3, top_logprobs=2))
+    c = be.complete(PROMPT, GenParams(0.0, 8, 0, top_logprobs=2))
+    assert a.text == b.text and a.completion_tokens > 0
+    assert all(t.logprob <= 0 and t.vocab_size > 100_000 and len(t.top) == 2 for t in a.tokens)
+    # greedy: each chosen token is the most likely one under the model's raw distribution
+    assert all(t.logprob == pytest.approx(max(t.top.values()), abs=1e-4) for t in c.tokens)

@@ -164,7 +164,7 @@ class TransformersBackend(Backend):
             out = self.lm.generate(
                 **enc, max_new_tokens=params.max_tokens, do_sample=params.temperature > 0,
                 temperature=params.temperature if params.temperature > 0 else None, top_p=None, top_k=None,
-                output_scores=True, return_dict_in_generate=True, pad_token_id=self.tokenizer.eos_token_id,
+                output_logits=True, return_dict_in_generate=True, pad_token_id=self.tokenizer.eos_token_id,
             )
         new = out.sequences[0, enc["input_ids"].shape[1] :]
         text = self.tokenizer.decode(new, skip_special_tokens=True)
@@ -175,7 +175,7 @@ class TransformersBackend(Backend):
         if params.top_logprobs:
             tokens, offset = [], 0
             for step, tid in enumerate(new.tolist()):
-                lsm = torch.log_softmax(out.scores[step][0].float(), dim=-1)
+                lsm = torch.log_softmax(out.logits[step][0].float(), dim=-1)  # the model's raw distribution
                 top = torch.topk(lsm, params.top_logprobs)
                 piece = self.tokenizer.decode([tid])
                 ent = float(-(lsm.exp() * lsm).nan_to_num().sum())
