@@ -8,7 +8,7 @@ from halluscope import Detector
 from halluscope.llm import GenParams
 from halluscope.llm.local import LlamaCppBackend, LlamaCppLM
 from halluscope.scorers.base import PreparedItem
-from halluscope.scorers.greybox import GreyBoxScorer, ProxyScorer
+from halluscope.scorers.greybox import GreyBoxScorer
 from halluscope.types import Record
 
 PROMPT = "This is a passage from Wikipedia about ada lovelace:"

@@ -444,7 +444,7 @@ def train_learned(
         print(json.dumps(_clean_json({"weights": dict(zip(comps, model.weights)), "bias": model.bias,
                                       "cross_validated": figures}), indent=1))
     else:
-        console.print(f"weights (standardized): " + ", ".join(f"{m}={w:+.3f}" for m, w in zip(comps, model.weights))
+        console.print("weights (standardized): " + ", ".join(f"{m}={w:+.3f}" for m, w in zip(comps, model.weights))
                       + f", bias={model.bias:+.3f}")
         console.print(_table(figures, title=f"{folds}-fold cross-validation on passages {passages} (learned = "
                              f"out-of-fold predictions)"))
