@@ -128,3 +128,38 @@ def test_reproduce_samples_and_reference_ablations(tmp_path, data_dir):
     assert r.exit_code == 0, r.output
     t4 = json.loads(r.stdout)["ngram1_max"]
     assert t4["reference"]["spearman"] < t4["samples"]["spearman"]  # Table 4: one passage is weaker evidence
+
+
+def test_evaluate_show_and_report_command(tmp_path, wikibio):
+    src = tmp_path / "lab.jsonl"
+    src.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in wikibio[:4]))
+    out = tmp_path / "res.json"
+    r = runner.invoke(app, ["evaluate", str(src), "--methods", "ngram1_max", "-o", str(out), "--show", "2"])
+    assert r.exit_code == 0, r.output
+    assert wikibio[0].sentences[0][:30] in r.stdout and wikibio[2].sentences[0][:30] not in r.stdout
+    assert "{label" in r.stdout  # each shown sentence carries its human label
+    html = tmp_path / "rep.html"
+    r = runner.invoke(app, ["report", str(out), "-o", str(html), "--records", str(src)])
+    assert r.exit_code == 0, r.output
+    text = html.read_text()
+    assert text.count("data:image/png;base64,") == 2  # precision-recall and passage-vs-human figures
+    assert wikibio[0].samples[0][:40] in text or "sample" in text
+    r = runner.invoke(app, ["report", str(tmp_path / "missing.json"), "-o", str(html)])
+    assert r.exit_code == 2 and "missing.json" in r.output
+
+
+def test_ensemble_score_with_preset_and_bad_record(tmp_path):
+    p = tmp_path / "answers.jsonl"
+    p.write_text(json.dumps({"id": "a", "question": "capital of France?", "response": "Paris",
+                             "samples": ["Paris", "Paris", "Lyon"]}) + "\n"
+                 + json.dumps({"id": "b", "question": "capital of France?", "response": "Marseille",
+                               "samples": ["Paris", "Lyon", "Nice"]}) + "\n")
+    out = tmp_path / "conf.jsonl"
+    r = runner.invoke(app, ["ensemble", "score", str(p), "--preset", "open-ended", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert rows[0]["confidence"] > rows[1]["confidence"]  # the consistent answer is the more confident one
+    assert all(abs(x["confidence"] + x["hallucination_score"] - 1) < 1e-9 for x in rows)
+    p.write_text(json.dumps({"id": "c", "question": "q", "response": "r"}) + "\n")
+    r = runner.invoke(app, ["ensemble", "score", str(p)])
+    assert r.exit_code == 2 and "record c: field 'samples'" in r.output

@@ -126,14 +126,22 @@ def score(
     nli: Optional[str] = NliOpt,
     baseline: Optional[Path] = typer.Option(None, "--bertscore-baseline", help="bert_score baseline file (rescaling)."),
     combine: Optional[str] = typer.Option(None, "--combine", help="Methods averaged by 'combination'."),
+    qa_stage: Optional[list[str]] = typer.Option(None, "--qa-stage", help="STAGE=ID_OR_PATH: the MQAG stages (g1, "
+                                                 "g2, a, u) as Hugging Face models; with all four, the qa_* methods "
+                                                 "run with no LLM ('paper' = the original MQAG models)."),
 ):
     """Score every sentence of each record's response against its samples, and each passage as a whole."""
     from .io import write_results
 
     recs, errors = _read_records_or_exit(path or example_path())
     det = _detector(methods, encoder, layer, nli, str(baseline) if baseline else None, combine, precision, split)
+    det.qa_stages = _qa_stages(qa_stage)
     stream = output if output is not None and output.suffix.lower() == ".jsonl" else None
-    res = det.score(recs, output=stream, resume=resume, progress=sys.stderr.isatty())
+    try:
+        res = det.score(recs, output=stream, resume=resume, progress=sys.stderr.isatty())
+    except ValueError as e:
+        err.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2)
     res.errors = errors + res.errors
     if output is not None and stream is None:
         write_results(res, output)
@@ -178,6 +186,9 @@ def check(
     cache: Path = typer.Option(Path(".halluscope/cache.sqlite"), "--cache", help="On-disk generation cache "
                                "(SQLite): a re-run costs nothing."),
     top_logprobs: int = typer.Option(5, "--top-logprobs", help="Top-k log-probs of the main response (grey-box)."),
+    qa_stage: Optional[list[str]] = typer.Option(None, "--qa-stage", help="An MQAG stage as a Hugging Face model: "
+                                                 "STAGE=ID_OR_PATH with STAGE g1, g2, a or u ('paper' = the original "
+                                                 "MQAG model); repeat per stage. Others are prompts on the LLM."),
     as_json: bool = typer.Option(False, "--json"),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the results (.json/.jsonl/.csv)."),
 ):
@@ -236,6 +247,7 @@ def check(
         err.print(f"[yellow]skipped[/] record {pr['record']}: {pr['field']}: {pr['error']}")
     det = _detector(methods, None, None, None)
     det.llm = sampler
+    det.qa_stages = _qa_stages(qa_stage)
     try:
         res = det.score(records, progress=sys.stderr.isatty() and not as_json)
     except (ValueError, RuntimeError) as e:
@@ -260,6 +272,17 @@ def check(
                   f"{s['cached_generations']} generations from the cache ({cache})[/]")
     if not res.items:
         raise typer.Exit(1)
+
+
+def _qa_stages(specs: Optional[list[str]]) -> dict[str, str]:
+    out = {}
+    for spec in specs or []:
+        stage, _, model = spec.partition("=")
+        if stage not in ("g1", "g2", "a", "u") or not model:
+            err.print(f"[red]error:[/] --qa-stage {spec!r}: expected STAGE=MODEL with STAGE one of g1, g2, a, u")
+            raise typer.Exit(2)
+        out[stage] = model
+    return out
 
 
 def _bar(label: str, total: int):
@@ -315,6 +338,8 @@ def evaluate(
                                                "(merged by id), e.g. methods scored in another run."),
     combine: Optional[str] = typer.Option(None, "--combine", help="Recompute 'combination' from these methods of "
                                           "the (merged) results, normalized over all their records."),
+    show: int = typer.Option(0, "--show", help="Also print the first N passages in the coloured sentence view, "
+                             "with each sentence's human label."),
 ):
     """Sentence AUC-PR (NonFact, NonFact*, Factual) and passage Pearson/Spearman against human labels, in percent."""
     from .evaluation.wikibio import evaluate_results
@@ -369,6 +394,11 @@ def evaluate(
     except (ValueError, KeyError) as e:
         err.print(f"[red]error:[/] {e}")
         raise typer.Exit(2)
+    if show and not as_json:
+        from .types import Results
+
+        show_results(Results(items=res.items[:show], methods=res.methods, settings=res.settings),
+                     primary=methods.split(",")[0].strip() if methods else None)
     if as_json:
         print(json.dumps(_clean_json(figures), indent=1))
     else:
@@ -455,42 +485,320 @@ ensemble_app = typer.Typer(help="Response-level confidence: components, baseline
 app.add_typer(ensemble_app, name="ensemble")
 
 
+def _sampler(model, base_url, backend, chat, api_key_env, cache, concurrency=4, rpm=None, tpm=None):
+    """A cached sampler over the chosen backend, or a clean exit naming what is wrong."""
+    from .llm import Sampler, make_backend
+
+    try:
+        be = make_backend(model, base_url, chat=chat, api_key_env=api_key_env, kind=backend if backend != "auto" else None)
+    except (ValueError, FileNotFoundError, RuntimeError) as e:
+        err.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2)
+    Path(cache).parent.mkdir(parents=True, exist_ok=True)
+    return Sampler(be, cache=str(cache), concurrency=concurrency, rpm=rpm, tpm=tpm)
+
+
+def _judges(self_judge, gen_sampler, ext_model, ext_base_url, ext_backend, api_key_env, cache, retries):
+    from .ensemble.judges import LLMJudge
+
+    judges = {}
+    if self_judge and gen_sampler is not None:
+        judges["self_judge"] = LLMJudge(gen_sampler, retries=retries)
+    if ext_model or ext_base_url:
+        s = _sampler(None if ext_model == "local" else ext_model, ext_base_url, ext_backend, False, api_key_env, cache)
+        judges["external_judge"] = LLMJudge(s, retries=retries)
+    return judges
+
+
+ComponentsOpt = typer.Option(",".join(("exact_match", "non_contradiction", "semantic_negentropy", "bertscore",
+                                       "cosine")), "--components", help="Components (exact_match, non_contradiction, "
+                             "semantic_negentropy, bertscore, cosine, selfcheck_nli); judges are added by their options.")
+ExtJudgeOpt = typer.Option(None, "--external-judge", help="An external LLM judge (003 §3.3): 'local' (the packaged "
+                           "model), a GGUF path, or a model name served at --external-judge-url.")
+ExtJudgeUrlOpt = typer.Option(None, "--external-judge-url", help="OpenAI-compatible server of the external judge.")
+CacheOpt = typer.Option(Path(".halluscope/cache.sqlite"), "--cache", help="On-disk generation cache (SQLite): a "
+                        "re-run costs nothing and an interrupted run resumes.")
+
+
 @ensemble_app.command("sac3")
 def ensemble_sac3(
     data: Optional[Path] = DataOpt,
     limit: Optional[int] = typer.Option(None, "--limit", help="Use N questions spread evenly over the file."),
     folds: int = typer.Option(5, "--folds", help="k of the k-fold cross-validation of every tuned figure."),
-    components: str = typer.Option(",".join(("exact_match", "non_contradiction", "semantic_negentropy", "bertscore",
-                                             "cosine")), "--components"),
+    components: str = ComponentsOpt,
+    external_judge: Optional[str] = ExtJudgeOpt,
+    external_judge_url: Optional[str] = ExtJudgeUrlOpt,
+    judge_retries: int = typer.Option(2, "--judge-retries", help="Re-asks of an unparseable verdict before it is "
+                                      "recorded as missing."),
+    cot: int = typer.Option(0, "--cot", help="Also run the chain-of-thought judge (002) with this many self-"
+                            "consistency repeats against the set's right answers (needs --external-judge)."),
+    cache: Path = CacheOpt,
+    figures: Optional[Path] = typer.Option(None, "--figures", help="Folder for ROC and accuracy-at-tau PNGs."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write all figures and scores as JSON."),
     as_json: bool = typer.Option(False, "--json"),
 ):
     """SAC3 NQ-Open: AUROC and F1 of each component, BSDetector, semantic entropy and the cross-validated ensemble,
-    beside the paper's Table 1 (NQ-Open F1)."""
-    from .ensemble.sac3 import run_sac3
+    beside the paper's Table 1 (NQ-Open F1). The answers are given (gpt-3.5's), so an LLM judge here is external."""
+    from .ensemble.report import markdown_table, write_figures
+    from .ensemble.sac3 import load_sac3, run_sac3
 
+    judges = _judges(False, None, external_judge, external_judge_url, "auto", "OPENAI_API_KEY", cache, judge_retries)
+    tty = sys.stderr.isatty() and not as_json
+    from .models.nli import load_nli
+
+    nli_model = load_nli()
+    nli_model.progress = _bar if tty else None
     try:
-        out = run_sac3(data, limit, folds, components=[c.strip() for c in components.split(",") if c.strip()])
+        bar = _bar("judging", limit or 250) if judges and tty else None
+        out = run_sac3(data, limit, folds, components=[c.strip() for c in components.split(",") if c.strip()],
+                       judges=judges, progress=bar, nli=nli_model)
+        if bar:
+            bar(None)
+        if cot:
+            if "external_judge" not in judges:
+                raise ValueError("--cot needs a judge LLM: give --external-judge")
+            out["cot"] = _sac3_cot(load_sac3(data, limit), judges["external_judge"].sampler, cot, folds, tty)
     except (FileNotFoundError, ValueError) as e:
         err.print(f"[red]error:[/] {e}")
         raise typer.Exit(2)
+    if figures:
+        figures.mkdir(parents=True, exist_ok=True)
+        out["figures"] = write_figures(out, figures, "sac3", f"SAC3 NQ-Open ({out['n']} answers)")
+        (figures / "sac3.md").write_text(markdown_table(out) + "\n")
     if output:
         output.write_text(json.dumps(_clean_json(out), indent=1))
     if as_json:
-        print(json.dumps(_clean_json({k: v for k, v in out.items() if k != "scores"}), indent=1))
+        print(json.dumps(_clean_json({k: v for k, v in out.items() if k not in ("scores", "judge_replies")}), indent=1))
         return
     t = Table(title=f"SAC3 NQ-Open, {out['n']} answers ({100 * out['hallucination_rate']:.1f}% incorrect); "
-              f"positive class = incorrect; F1 at a {folds}-fold cross-validated threshold")
+              f"positive class = incorrect; F1 at a {out['folds']}-fold cross-validated threshold")
     for c in ("row", "AUROC", "precision", "recall", "F1", "paper F1"):
         t.add_column(c)
     paper = out["paper_f1"]
-    rows = [(f"component: {k}", v, None) for k, v in out["components"].items()]
-    rows += [(f"baseline: {k}", v, paper.get(k)) for k, v in out["baselines"].items()]
-    rows += [(f"ensemble ({k}, CV)", v, paper["ensemble"] if k == "agnostic" else None)
-             for k, v in out["ensemble"].items()]
-    for name, v, p in rows:
+    from .ensemble.report import figure_rows
+
+    for name, v in figure_rows(out):
+        key = name.split(": ")[-1] if name.startswith("baseline") else "ensemble" if "agnostic" in name else None
+        p = paper.get(key) if key else None
         t.add_row(name, *(f"{v[x]:.3f}" for x in ("auroc", "precision", "recall", "f1")), "-" if p is None else f"{p:.3f}")
+    if "cot" in out:
+        v = out["cot"]
+        t.add_row(f"CoT judge (002), k={cot}", *(f"{v[x]:.3f}" for x in ("auroc", "precision", "recall", "f1")), "-")
     console.print(t)
+
+
+def _sac3_cot(items, sampler, k, folds, tty):
+    """The 002 metric against SAC3's right answers: hallucination score = share of 'yes' over k repeats."""
+    import numpy as np
+
+    from .ensemble.judges import CoTJudge
+    from .ensemble.tuning import component_figures
+
+    bar = _bar("CoT judge", len(items) * k) if tty else None
+    res = CoTJudge(sampler, k=k).score([(" / ".join(it.meta.get("right_answer", [])) or "", it.response, it.question)
+                                        for it in items], bar)
+    if bar:
+        bar(None)
+    conf = np.array([[1 - r.score] for r in res])
+    halluc = np.array([0 if it.correct else 1 for it in items])
+    fig = component_figures(conf, halluc, ["cot"], folds)["cot"]
+    fig["missing"] = int(np.isnan(conf).sum())
+    fig["examples"] = [{"id": it.id, "votes": r.votes, "reasons": r.reasons, "replies": r.replies}
+                       for it, r in list(zip(items, res))[:20]]
+    return fig
+
+
+@ensemble_app.command("qa")
+def ensemble_qa(
+    benchmarks: str = typer.Option("gsm8k,svamp,csqa,arc,nq_open,popqa", "--benchmarks", "-b",
+                                   help="gsm8k, svamp, csqa, arc (Challenge), arc_easy, nq_open, popqa."),
+    limit: int = typer.Option(50, "--limit", help="The first N questions of each benchmark."),
+    n: int = typer.Option(5, "--samples", "-n", help="Candidate answers per question (temperature --temperature)."),
+    temperature: float = typer.Option(1.0, "--temperature"),
+    model: Optional[str] = typer.Option(None, "--model", help="Answering model: a GGUF path (default: the packaged "
+                                        "Gemma-3-270M), a Hugging Face id (--backend transformers), or the server's "
+                                        "model name (with --base-url)."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="An OpenAI-compatible server (env "
+                                           "HALLUSCOPE_BASE_URL)."),
+    backend: str = typer.Option("auto", "--backend", help="auto | transformers."),
+    chat: bool = typer.Option(False, "--chat", help="Use /chat/completions."),
+    api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env"),
+    self_judge: bool = typer.Option(True, "--self-judge/--no-self-judge", help="The answering LLM judges its answers."),
+    external_judge: Optional[str] = ExtJudgeOpt,
+    external_judge_url: Optional[str] = ExtJudgeUrlOpt,
+    judge_retries: int = typer.Option(2, "--judge-retries"),
+    components: str = ComponentsOpt,
+    folds: int = typer.Option(5, "--folds"),
+    seed: int = typer.Option(0, "--seed"),
+    concurrency: int = typer.Option(1, "--concurrency", help="Parallel requests (1 for a local model)."),
+    cache: Path = CacheOpt,
+    data: Optional[Path] = DataOpt,
+    out: Path = typer.Option(Path("reports/qa"), "--out", help="Report folder (report.md, report.json, PNGs, "
+                             "items_*.jsonl, presets.json)."),
+):
+    """The QA pipeline (003 §4): answer each benchmark's questions with any backend (original at temperature 0,
+    candidates at --temperature), grade automatically (numeric match, choice letter, normalized gold match), score
+    every component, cross-validate the ensemble, and write a report with ROC and accuracy-at-tau figures."""
+    from .ensemble.report import run_qa
+
+    from .models.nli import load_nli
+
+    nli_model = load_nli()
+    nli_model.progress = _bar if sys.stderr.isatty() else None
+    names = [b.strip() for b in benchmarks.split(",") if b.strip()]
+    sampler = _sampler(model, base_url, backend, chat, api_key_env, cache, concurrency)
+    judges = _judges(self_judge, sampler, external_judge, external_judge_url, "auto", api_key_env, cache, judge_retries)
+    try:
+        rep = run_qa(names, sampler, out, data, limit, n, temperature, folds, seed,
+                     [c.strip() for c in components.split(",") if c.strip()], judges, nli=nli_model,
+                     console=err if sys.stderr.isatty() else None)
+    except (FileNotFoundError, ValueError) as e:
+        err.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2)
+    t = Table(title=f"QA pipeline, {rep['backend']}: AUROC / F1 (cross-validated), positive = incorrect answer")
+    for c in ("benchmark", "n", "accuracy", "best component", "BSDetector", "sem. entropy", "ensemble agn.", "ensemble joint"):
+        t.add_column(c)
+    for name, r in rep["benchmarks"].items():
+        if "skipped" in r:
+            t.add_row(name, str(r["n"]), f"{r['accuracy']:.2f}", r["skipped"], "", "", "", "")
+            continue
+        best = max(r["components"].items(), key=lambda kv: -1 if kv[1]["auroc"] != kv[1]["auroc"] else kv[1]["auroc"])
+        f = lambda v: f"{v['auroc']:.3f} / {v['f1']:.3f}"  # noqa: E731
+        b = r["baselines"]
+        t.add_row(name, str(r["n"]), f"{r['accuracy']:.2f}", f"{best[0]} {f(best[1])}",
+                  f(b["bsdetector"]) if "bsdetector" in b else "-", f(b["semantic_entropy"]) if "semantic_entropy" in b else "-",
+                  f(r["ensemble"]["agnostic"]), f(r["ensemble"]["joint"]))
+    console.print(t)
+    err.print(f"report: {out / 'report.md'}")
+
+
+@ensemble_app.command("presets")
+def ensemble_presets(
+    qa: Optional[Path] = typer.Option(None, "--qa", help="report.json of `ensemble qa`: numeric and choice "
+                                      "benchmarks feed the closed-form preset, text ones the open-ended preset."),
+    sac3: Optional[Path] = typer.Option(None, "--sac3", help="JSON of `ensemble sac3 -o` (open-ended)."),
+    out: Path = typer.Option(Path("src/halluscope/data/presets.json"), "--out", "-o"),
+):
+    """Rebuild the weight presets for users without graded data from saved results: each group's answers pooled,
+    AUROC-tuned weights on the simplex, then the F1 threshold. The cross-validated figures of the same runs are the
+    ones to quote; a preset's own figures on its data would be in-sample."""
+    from .ensemble.qa import BENCHMARKS
+    from .ensemble.report import presets_from_reports, save_json
+
+    closed, open_ = [], []
+    try:
+        if qa:
+            for name, r in json.loads(qa.read_text())["benchmarks"].items():
+                (open_ if BENCHMARKS[name][1] == "text" else closed).append((f"{name} ({qa})", r))
+        if sac3:
+            open_.append((f"SAC3 NQ-Open ({sac3})", json.loads(sac3.read_text())))
+        presets = presets_from_reports(closed, open_)
+    except (OSError, ValueError, KeyError) as e:
+        err.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2)
+    save_json(presets, out)
+    for label, p in presets.items():
+        w = ", ".join(f"{c} {x:.2f}" for c, x in zip(p["components"], p["weights"]))
+        console.print(f"[bold]{label}[/]: {w}; threshold {p['threshold']:.3f}\n  [dim]{p['trained_on']}[/]")
+    err.print(f"written to {out}")
+
+
+@ensemble_app.command("score")
+def ensemble_score(
+    path: Path = typer.Argument(..., help="JSONL: one answer per line with 'question', 'response' and 'samples' "
+                                "(and optionally 'id', 'correct')."),
+    preset: str = typer.Option("open-ended", "--preset", help="closed-form | open-ended (packaged presets)."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Your own tuned EnsembleConfig JSON instead."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write one JSON line per answer."),
+):
+    """Confidence of whole answers with a weight preset (or your tuned config): each component, the weighted
+    confidence, and the flag (confidence < threshold = likely incorrect). Components the config names but this run
+    cannot compute (an LLM judge) are left out and the remaining weights renormalized."""
+    import numpy as np
+
+    from .ensemble.components import COMPONENTS, ComponentScorer, ResponseItem
+    from .ensemble.tuning import EnsembleConfig
+
+    try:
+        cfg = EnsembleConfig.load(config) if config else EnsembleConfig.preset(preset)
+        items = []
+        for k, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+            if not line.strip():
+                continue
+            try:
+                r = json.loads(line)
+            except ValueError as e:
+                raise ValueError(f"{path}: record {k}: not JSON ({e})") from e
+            for f, typ in (("question", str), ("response", str), ("samples", list)):
+                if not isinstance(r.get(f), typ):
+                    raise ValueError(f"{path}: record {r.get('id', k)}: field '{f}' missing or not a {typ.__name__}")
+            items.append(ResponseItem(str(r.get("id", k)), r["question"], r["response"], [str(x) for x in r["samples"]],
+                                      r.get("correct")))
+    except (OSError, ValueError) as e:
+        err.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2)
+    usable = [c for c in cfg.components if c in COMPONENTS]
+    rows = ComponentScorer(components=usable).score(items)
+    C = np.array([[r.get(c, np.nan) for c in cfg.components] for r in rows], float)
+    conf = cfg.confidence(C)
+    t = Table(title=f"confidence ({'config ' + str(config) if config else 'preset ' + preset}; flagged below "
+              f"{cfg.threshold:.3f})")
+    for c in ("id", "response", "confidence", "flag"):
+        t.add_column(c)
+    lines = []
+    for it, r, c in zip(items, rows, conf):
+        flag = bool(c < cfg.threshold)
+        t.add_row(it.id, it.response[:60], f"{c:.3f}", "[red]likely incorrect[/]" if flag else "[green]ok[/]")
+        lines.append(json.dumps({"id": it.id, "confidence": float(c), "hallucination_score": float(1 - c),
+                                 "flagged": flag, "components": r}))
+    console.print(t)
+    if output:
+        output.write_text("\n".join(lines) + "\n")
+
+
+@app.command("report")
+def report(
+    results: Path = typer.Argument(..., help="A results file (.json/.jsonl) written by score, evaluate -o, check -o "
+                                   "or reproduce -o."),
+    out: Path = typer.Option(Path("report.html"), "--out", "-o", help="The HTML file to write."),
+    with_: Optional[list[Path]] = typer.Option(None, "--with", help="Further results of the same records (merged by "
+                                               "id), e.g. methods scored in another run."),
+    records: Optional[Path] = typer.Option(None, "--records", help="The input records (with samples), so evidence "
+                                           "can quote the sample; WikiBio ids are found in --data by themselves."),
+    fig7: Optional[Path] = typer.Option(None, "--samples-ablation", help="JSON of `reproduce samples -o` (Figure 7)."),
+    ensemble: Optional[Path] = typer.Option(None, "--ensemble", help="JSON of `ensemble qa` (report.json) or "
+                                            "`ensemble sac3 -o`: ROC and accuracy-at-tau."),
+    data: Optional[Path] = DataOpt,
+    title: str = typer.Option("halluscope report", "--title"),
+):
+    """One self-contained HTML report (no network): highlighted passages with per-method scores and evidence, the
+    papers' figures where the file has labels, and a summary of the run."""
+    from .io import read_results
+    from .report.html import build_report
+
+    try:
+        res = read_results(results)
+        if with_:
+            res = _merge_results([res, *(read_results(p) for p in with_)])
+        samples = {}
+        if records:
+            recs, _ = _read_records_or_exit(records)
+            samples = {r.id: list(r.samples) for r in recs}
+        else:
+            from .evaluation.wikibio import load_wikibio
+
+            try:
+                ids = {it.id for it in res.items}
+                samples = {r.id: list(r.samples) for r in load_wikibio(data) if r.id in ids}
+            except (FileNotFoundError, OSError):
+                samples = {}
+        f7 = json.loads(fig7.read_text()) if fig7 else None
+        ens = json.loads(ensemble.read_text()) if ensemble else None
+        path = build_report(res, out, title, samples, f7, ens, source=str(results))
+    except (OSError, ValueError, KeyError) as e:
+        err.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2)
+    err.print(f"report: {path} ({path.stat().st_size / 1e6:.1f} MB)")
 
 
 @app.command("methods")
@@ -585,8 +893,11 @@ def reproduce_samples(
 
     det = _detector(methods or "ngram1_max,bertscore", encoder, layer, nli, precision=precision, split=split)
     kk = _parse_range(ks) or list(range(1, 21))
+    bar = _bar("sample counts N", len(kk)) if sys.stderr.isatty() else None
     out = ablation_samples(det.methods, ks=kk, data_dir=data, passages=_parse_range(passages), detector=det,
-                           progress=lambda k: err.print(f"[dim]N={k} done[/]"))
+                           progress=(lambda k: bar(1)) if bar else (lambda k: err.print(f"[dim]N={k} done[/]")))
+    if bar:
+        bar(None)
     if plot:
         from .report.plots import plot_samples
 
@@ -647,9 +958,23 @@ def reproduce_layers(
     """BERTScore with every layer of the encoder (one forward pass per sentence), to choose the layer."""
     from .evaluation.wikibio import sweep_layers
 
+    state = {}
+
+    def progress(i, n):  # a bar with ETA on a terminal, a line per passage otherwise
+        if not sys.stderr.isatty():
+            if not as_json:
+                err.print(f"[dim]{i}/{n} passages[/]")
+            return
+        if "bar" not in state:
+            state["bar"], state["done"] = _bar("passages", n), 0
+        state["bar"](i - state["done"])  # i counts the passages done so far
+        state["done"] = i
+        if i >= n:
+            state["bar"](None)
+
     try:
         out = sweep_layers(encoder, precision=precision, data_dir=data, passages=_parse_range(passages),
-                           progress=lambda i, n: err.print(f"[dim]{i}/{n} passages[/]") if not as_json else None)
+                           progress=progress)
     except ValueError as e:
         err.print(f"[red]error:[/] {e}")
         raise typer.Exit(2)

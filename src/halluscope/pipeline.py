@@ -83,7 +83,10 @@ class Detector:
     combine: the methods averaged by ``combination`` (default: every other chosen method).
     learned: the JSON file of the ``learned`` logistic combination (default: the packaged one); its component
         methods are scored too.
-    llm: a :class:`~halluscope.llm.sampler.Sampler` (backend + cache) for the ``prompt`` method.
+    llm: a :class:`~halluscope.llm.sampler.Sampler` (backend + cache) for the ``prompt`` and ``qa_*`` methods.
+    qa_stages: MQAG stages given as Hugging Face models, e.g. ``{"a": "potsawee/longformer-large-4096-answering-
+        race", "u": "/models/answerable"}`` (``"paper"`` = the original MQAG model of that stage); the stages not
+        given are LLM prompts on ``llm``. With all four given, the ``qa_*`` methods need no LLM.
     proxy_lm: the local causal LM for the ``proxy_*`` methods (a GGUF path or ``gemma``, the packaged default).
     sentence_split: how the n-gram model finds sentence edges in samples (n > 1 only): ``rule`` (a punctuation
         rule, the default) or ``parser`` (spaCy's dependency parser, as the reference; about 20x slower). Both
@@ -104,6 +107,7 @@ class Detector:
     learned: str | None = None
     llm: Any = None
     proxy_lm: str | None = None
+    qa_stages: dict[str, str] | None = None
     _scorers: list[Any] = field(default_factory=list, init=False, repr=False)
     timings: dict[str, float] = field(default_factory=dict, init=False, repr=False)  # seconds per scorer
     _models: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
@@ -171,9 +175,10 @@ class Detector:
         if any(m.startswith("qa_") for m in self.base_methods):
             from .scorers.qa import QAScorer
 
-            if self.llm is None:
-                raise ValueError("the 'qa' methods need an LLM: pass Detector(llm=Sampler(backend))")
-            self._scorers.append(QAScorer(self.llm))
+            if self.llm is None and set(self.qa_stages or {}) != {"g1", "g2", "a", "u"}:
+                raise ValueError("the 'qa' methods need an LLM (Detector(llm=Sampler(backend))) for every MQAG stage "
+                                 "not given as a Hugging Face model in qa_stages")
+            self._scorers.append(QAScorer(self.llm, stages=dict(self.qa_stages or {})))
         grey = {g.group(1) for g in (_GREY.match(m) for m in self.base_methods) if g}
         if "greybox" in grey:
             from .scorers.greybox import GreyBoxScorer

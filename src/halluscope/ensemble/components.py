@@ -13,6 +13,11 @@ confidence in [0, 1] (higher = more likely correct; the hallucination score is 1
   ``condition_on_question`` each text is prefixed by the question before the NLI comparison.
 - ``bertscore`` (Eq. 12): mean BERTScore F1 of y against each candidate (whole texts, the shared encoder layer).
 - ``cosine`` (Eq. 13): mean cosine similarity of sentence embeddings (mean-pooled, the shared encoder).
+- ``selfcheck_nli``: the SelfCheck sentence scores aggregated to the response: 1 - mean over the answer's sentences
+  of SelfCheck-NLI (mean over candidates of P(contradict | candidate, sentence), neutral left out). For a one-sentence
+  answer its NLI pairs are the backward pairs of ``non_contradiction``, so they are computed once.
+- judges (any name given in ``judges``, e.g. ``self_judge``, ``external_judge``): the verdict of an
+  :class:`~halluscope.ensemble.judges.LLMJudge` on (question, answer) (Eq. 14); missing when unparseable.
 
 "Entailment" with the offline 2-class NLI model (contradiction vs not) is taken as P(contradiction) < 0.5 in both
 directions; a 3-way MNLI model (``--nli`` id or path) uses P(entailment) > 0.5 both ways. Every NLI pair and every
@@ -28,7 +33,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-COMPONENTS = ("exact_match", "non_contradiction", "semantic_negentropy", "bertscore", "cosine")
+COMPONENTS = ("exact_match", "non_contradiction", "semantic_negentropy", "bertscore", "cosine", "selfcheck_nli")
+# the defaults: the paper's model-free components (judges need an LLM and are added by name when one is given)
+DEFAULT_COMPONENTS = ("exact_match", "non_contradiction", "semantic_negentropy", "bertscore", "cosine")
 
 
 @dataclass
@@ -54,6 +61,13 @@ def normalize_answer(s: str) -> str:
 
 
 def exact_match(item: ResponseItem) -> float:
+    """Share of candidates equal to the answer. Closed-form answers (``meta['extracted']``: the number or choice
+    read from each response, None where none was found) are compared by what was extracted."""
+    ex = item.meta.get("extracted")
+    if ex is not None:
+        y, cands = ex[0], ex[1:]
+        if y is not None and cands:
+            return float(np.mean([c == y for c in cands]))
     y = normalize_answer(item.response)
     return float(np.mean([normalize_answer(s) == y for s in item.samples])) if item.samples else float("nan")
 
@@ -61,10 +75,13 @@ def exact_match(item: ResponseItem) -> float:
 class ComponentScorer:
     """Computes the chosen components for many items with batched, cached model work."""
 
-    def __init__(self, encoder=None, nli=None, components=COMPONENTS, condition_on_question: bool = False):
-        unknown = [c for c in components if c not in COMPONENTS]
+    def __init__(self, encoder=None, nli=None, components=DEFAULT_COMPONENTS, condition_on_question: bool = False,
+                 judges: dict | None = None):
+        self.judges = dict(judges or {})
+        unknown = [c for c in components if c not in COMPONENTS and c not in self.judges]
         if unknown:
-            raise ValueError(f"unknown components {unknown}; choose from {COMPONENTS}")
+            raise ValueError(f"unknown components {unknown}; choose from {COMPONENTS} or a judge given in judges= "
+                             f"({sorted(self.judges)})")
         self.components = tuple(components)
         self.encoder = encoder
         self.nli = nli
@@ -90,12 +107,18 @@ class ComponentScorer:
             return p_ab[2] < 0.5 and p_ba[2] < 0.5
         return p_ab[0] > 0.5 and p_ba[0] > 0.5
 
-    def score(self, items: list[ResponseItem]) -> list[dict[str, float]]:
+    def score(self, items: list[ResponseItem], progress=None) -> list[dict[str, float]]:
+        """Component confidences per item. Judge replies are kept in ``item.meta['judges'][name]``."""
         out = [dict() for _ in items]
         if "exact_match" in self.components:
             for o, it in zip(out, items):
                 o["exact_match"] = exact_match(it)
-        need_nli = {"non_contradiction", "semantic_negentropy"} & set(self.components)
+        for name in [c for c in self.components if c in self.judges]:
+            verdicts = self.judges[name].judge([(it.question, it.response) for it in items], progress)
+            for o, it, v in zip(out, items, verdicts):
+                o[name] = v.confidence
+                it.meta.setdefault("judges", {})[name] = v.replies
+        need_nli = {"non_contradiction", "semantic_negentropy", "selfcheck_nli"} & set(self.components)
         if need_nli:
             nli = self._nli_model()
             pairs = []
@@ -104,7 +127,11 @@ class ComponentScorer:
                 y, cands = texts[0], texts[1:]
                 # both components compare y with each candidate in both directions (the clustering compares with
                 # y first, as y opens the first cluster); identical texts need no model
-                pairs += [(y, c) for c in dict.fromkeys(cands) if c != y] + [(c, y) for c in dict.fromkeys(cands) if c != y]
+                if {"non_contradiction", "semantic_negentropy"} & set(self.components):
+                    pairs += [(y, c) for c in dict.fromkeys(cands) if c != y]
+                    pairs += [(c, y) for c in dict.fromkeys(cands) if c != y]
+                if "selfcheck_nli" in self.components:
+                    pairs += self._selfcheck_pairs(it)
             nli.probs(pairs)  # one batched pass over every unseen pair; the loops below read the cache
             for o, it in zip(out, items):
                 texts = self._texts(it)
@@ -115,6 +142,11 @@ class ComponentScorer:
                     o["non_contradiction"] = float(np.mean(1 - (fw + bw) / 2))
                 if "semantic_negentropy" in self.components and cands:
                     o["semantic_negentropy"] = self._negentropy(texts, len(cands))
+                if "selfcheck_nli" in self.components and cands:
+                    sents = self._sentences(it)
+                    p = nli.probs(self._selfcheck_pairs(it)).reshape(len(sents), len(it.samples), 3)
+                    c = p[..., 2] / np.clip(p[..., 0] + p[..., 2], 1e-12, None)
+                    o["selfcheck_nli"] = float(1 - c.mean(axis=1).mean())
         if {"bertscore", "cosine"} & set(self.components):
             enc = self._encoder()
             enc.token_embeddings([t for it in items for t in (it.response, *it.samples)])  # one batched pass
@@ -130,6 +162,16 @@ class ComponentScorer:
                     e = enc.sentence_embeddings([it.response, *it.samples])
                     o["cosine"] = float(np.clip(e[1:] @ e[0], 0, 1).mean())
         return out
+
+    @staticmethod
+    def _sentences(it: ResponseItem) -> list[str]:
+        from ..text import split_sentences
+
+        return split_sentences(it.response) or [it.response]
+
+    def _selfcheck_pairs(self, it: ResponseItem) -> list[tuple[str, str]]:
+        # SelfCheck-NLI's order: the candidate is the premise, the sentence the hypothesis
+        return [(c, s) for s in self._sentences(it) for c in it.samples]
 
     def _texts(self, it: ResponseItem) -> list[str]:
         texts = [it.response, *it.samples]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .components import COMPONENTS, ComponentScorer, ResponseItem
+from .components import DEFAULT_COMPONENTS, ComponentScorer, ResponseItem
 from .tuning import component_figures, cross_validate
 
 SAC3_FILE = "sac3_nq_open/nq_open_250_eval_labeled-SC.json"
@@ -36,37 +36,64 @@ def load_sac3(data_dir: str | Path | None = None, limit: int | None = None) -> l
             raise ValueError(f"{path}: record {k}: field 'label': expected True/False, got {r['label']!r}")
         ans = r["generated_answer"][0] if isinstance(r["generated_answer"], list) else r["generated_answer"]
         items.append(ResponseItem(id=str(k), question=r["question"], response=ans,
-                                  samples=list(r["self_evaluations"]), correct=r["label"] in ("True", True)))
+                                  samples=list(r["self_evaluations"]), correct=r["label"] in ("True", True),
+                                  meta={"right_answer": list(r.get("right_answer") or [])}))
     return items
 
 
-def bsdetector(C: dict[str, float], alpha: float = 0.8) -> float:
-    """BSDetector's observed consistency (Chen & Mueller 2023): alpha * mean NLI non-contradiction + (1 - alpha) *
-    exact-match rate. Its self-reflection certainty needs an LLM judge and is left out here (beta = 1)."""
-    return alpha * C["non_contradiction"] + (1 - alpha) * C["exact_match"]
+def bsdetector(C: dict[str, float], alpha: float = 0.8, beta: float = 0.7, reflection: str | None = None) -> float:
+    """BSDetector (Chen & Mueller 2023): observed consistency O = alpha * mean NLI non-contradiction + (1 - alpha) *
+    exact-match rate; with a self-reflection certainty S (an LLM judge's verdict, ``reflection`` names the
+    component), confidence = beta * O + (1 - beta) * S, else O alone (beta = 1). S missing -> O."""
+    o = alpha * C["non_contradiction"] + (1 - alpha) * C["exact_match"]
+    s = C.get(reflection) if reflection else None
+    if s is None or not np.isfinite(s):
+        return o
+    return beta * o + (1 - beta) * s
 
 
-def run_sac3(data_dir=None, limit=None, folds: int = 5, seed: int = 0, encoder=None, nli=None,
-             components=COMPONENTS) -> dict:
-    items = load_sac3(data_dir, limit)
-    scorer = ComponentScorer(encoder, nli, components=tuple(components))
-    rows = scorer.score(items)
-    comps = list(components)
+def analyze(items: list[ResponseItem], rows: list[dict[str, float]], comps: list[str], folds: int = 5, seed: int = 0,
+            reflection: str | None = None) -> dict:
+    """Every component alone, BSDetector, semantic entropy and the cross-validated ensemble (agnostic: AUROC-tuned
+    weights then an F1 threshold; joint: weights and threshold for F1), with out-of-fold confidences kept for plots."""
     C = np.array([[r.get(c, np.nan) for c in comps] for r in rows], float)
     halluc = np.array([0 if it.correct else 1 for it in items])
-    out = {"n": len(items), "hallucination_rate": float(halluc.mean()), "components": component_figures(C, halluc, comps, folds, seed)}
-    baselines = {}
+    folds = max(2, min(folds, int(np.bincount(halluc, minlength=2).min()) or 2))
+    out = {"n": len(items), "hallucination_rate": float(halluc.mean()) if len(items) else float("nan"),
+           "folds": folds, "components_used": comps}
+    if len(items) < 4 or len(set(halluc.tolist())) < 2:
+        out["skipped"] = "too few answers or only one class: AUROC/F1 undefined"
+        out["scores"] = {"components": C.tolist(), "hallucination": halluc.tolist()}
+        return out
+    out["components"] = component_figures(C, halluc, comps, folds, seed)
+    baselines, curves = {}, {}
     if {"non_contradiction", "exact_match"} <= set(comps):
-        b = np.array([[bsdetector(r)] for r in rows])
+        b = np.array([[bsdetector(r, reflection=reflection)] for r in rows])
         baselines["bsdetector"] = component_figures(b, halluc, ["bsdetector"], folds, seed)["bsdetector"]
+        curves["bsdetector"] = b[:, 0].tolist()
     if "semantic_negentropy" in comps:
         baselines["semantic_entropy"] = out["components"]["semantic_negentropy"]
+        curves["semantic_entropy"] = C[:, comps.index("semantic_negentropy")].tolist()
     out["baselines"] = baselines
     ens = {}
     for mode in ("agnostic", "joint"):
         fig, oof, taus = cross_validate(C, halluc, comps, folds, seed, mode=mode)
         ens[mode] = fig
+        curves[f"ensemble ({mode})"] = oof.tolist()
     out["ensemble"] = ens
+    out["scores"] = {"components": C.tolist(), "hallucination": halluc.tolist(), "curves": curves}
+    return out
+
+
+def run_sac3(data_dir=None, limit=None, folds: int = 5, seed: int = 0, encoder=None, nli=None,
+             components=DEFAULT_COMPONENTS, judges: dict | None = None, progress=None) -> dict:
+    items = load_sac3(data_dir, limit)
+    scorer = ComponentScorer(encoder, nli, components=tuple(components), judges=judges)
+    rows = scorer.score(items, progress)
+    comps = list(components)
+    refl = next((c for c in comps if c in (judges or {})), None)
+    out = analyze(items, rows, comps, folds, seed, reflection=refl)
     out["paper_f1"] = PAPER_NQ_OPEN_F1
-    out["scores"] = {"components": C.tolist(), "hallucination": halluc.tolist()}
+    if refl:
+        out["judge_replies"] = {it.id: it.meta.get("judges", {}) for it in items}
     return out

@@ -102,6 +102,18 @@ class EnsembleConfig:
         except (OSError, ValueError, TypeError) as e:
             raise ValueError(f"cannot read ensemble config {path}: {e}") from e
 
+    @classmethod
+    def preset(cls, name: str, path: str | Path | None = None) -> "EnsembleConfig":
+        """A packaged weight preset for users without graded data: ``closed-form`` (numbers, choices) or
+        ``open-ended``; ``trained_on`` says which data tuned it (``halluscope ensemble presets`` rebuilds them)."""
+        from importlib import resources
+
+        src = Path(path) if path else Path(str(resources.files("halluscope") / "data" / "presets.json"))
+        presets = json.loads(src.read_text())
+        if name not in presets:
+            raise ValueError(f"unknown preset {name!r}; choose from {sorted(presets)}")
+        return cls(**presets[name])
+
     def confidence(self, C: np.ndarray) -> np.ndarray:
         return combine(C, np.asarray(self.weights))
 

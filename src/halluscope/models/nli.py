@@ -35,9 +35,12 @@ class NLI(ABC):
         self._cache: dict[Pair, np.ndarray] = {}
         self.forward_pairs = 0  # pairs that went through the model
         self.forward_tokens = 0
+        self.progress = None  # optional callable(label, total) -> step(n) / step(None): a bar for long passes
 
     def probs(self, pairs: Sequence[Pair]) -> np.ndarray:
         todo = list(dict.fromkeys(p for p in pairs if p not in self._cache))
+        bar = getattr(self, "progress", None)
+        step = bar("NLI pairs", len(todo)) if bar and len(todo) > 4 * self.batch_size else None
         if todo:
             order = sorted(range(len(todo)), key=lambda i: len(todo[i][0]) + len(todo[i][1]))
             for start in range(0, len(order), self.batch_size):
@@ -46,6 +49,10 @@ class NLI(ABC):
                 self.forward_pairs += len(batch)
                 for p, row in zip(batch, out):
                     self._cache[p] = row
+                if step:
+                    step(len(batch))
+        if step:
+            step(None)
         if not pairs:
             return np.zeros((0, 3), dtype=np.float32)
         return np.stack([self._cache[p] for p in pairs])

@@ -1,4 +1,4 @@
-"""SelfCheck-QA with MQAG (Manakul et al. 2023, §5.2 and App. B), each stage an LLM prompt.
+"""SelfCheck-QA with MQAG (Manakul et al. 2023, §5.2 and App. B); each stage an LLM prompt or a Hugging Face model.
 
 For sentence r_i: G1 draws a question q and its answer a from r_i; G2 draws three distractors given (q, a, R);
 the answering system A picks one of the four options o given the response R (a_R) and given each sample S_n
@@ -9,10 +9,18 @@ mismatches N_n:
     bayes:        S = g2^N_n / (g1^N_m + g2^N_n)         same hard counts, g1 = b2/(1-b1), g2 = b1/(1-b2)
     bayes_alpha:  the same with soft counts N'_m = sum alpha_n over matches, N'_n over mismatches (Eq. 20-21)
 
-with b1 = b2 = 0.8. A sentence's score is the mean over its questions. Each stage is any backend behind the sampler
-(cached, concurrent, retried); A and U read the first answer token's top log-probs where the backend returns them
-(probabilities of the option letters, of Yes/No) and fall back to the answer text. A question whose generation
-cannot be parsed is dropped; a sentence left with no question scores 0.5 (no evidence either way).
+with b1 = b2 = 0.8. A sentence's score is the mean over its questions. A question whose generation cannot be parsed
+is dropped; a sentence left with no question scores 0.5 (no evidence either way).
+
+Stages (``QAScorer(sampler, stages={"g1": ..., "g2": ..., "a": ..., "u": ...})``; each value one of):
+
+- a :class:`~halluscope.llm.sampler.Sampler` (or nothing: the scorer's own): the stage is an LLM prompt on that
+  backend (cached, concurrent, retried); A and U read the first answer token's top log-probs where the backend returns
+  them (probabilities of the option letters, of Yes/No) and fall back to the answer text;
+- a Hugging Face model id or local path: the stage is that model, as in the original MQAG
+  (:mod:`halluscope.scorers.mqag_hf`: seq2seq question+answer and distractor generators, a multiple-choice answerer,
+  an answerability classifier);
+- any object with the stage's method (``g1``, ``g2``, ``a`` or ``u``, see :class:`LLMStages`).
 """
 
 from __future__ import annotations
@@ -62,52 +70,130 @@ def _first_token_probs(g: Generation, choices: list[str]) -> dict[str, float] | 
     return {c: v / z for c, v in p.items()} if z > 0 else None
 
 
+class LLMStages:
+    """The four MQAG stages as LLM prompts over one sampler."""
+
+    def __init__(self, sampler: Sampler, top_logprobs: int = 10):
+        self.sampler, self.k = sampler, top_logprobs
+
+    @property
+    def id(self) -> str:
+        return f"LLM {self.sampler.backend.cache_id()}"
+
+    def _run(self, jobs):
+        res = self.sampler.run(jobs)
+        for r in res:
+            if isinstance(r, LLMError):
+                raise r  # a failed stage is never guessed
+        return res
+
+    def g1(self, sentences: list[str], draws: list[int]) -> list[tuple[str, str] | None]:
+        """A (question, answer) per (sentence, draw): draw 0 greedy, later draws sampled with seed = draw."""
+        jobs = [(G1_TEMPLATE.format(sentence=s), GenParams(0.0 if k == 0 else 1.0, 40, k, 0, ("\n\n",)), k)
+                for s, k in zip(sentences, draws)]
+        out = []
+        for g in self._run(jobs):
+            m = re.match(r"\s*(.+?)\s*\n\s*Answer:\s*(.+)", g.text)
+            out.append((m.group(1).strip(), m.group(2).strip().splitlines()[0]) if m and m.group(2).strip() else None)
+        return out
+
+    def g2(self, triples: list[tuple[str, str, str]]) -> list[list[str]]:
+        """Distractors for each (passage, question, answer)."""
+        jobs = [(G2_TEMPLATE.format(passage=p.replace("\n", " "), question=q, answer=a),
+                 GenParams(0.0, 48, 0, 0, ("\n\n",)), 0) for p, q, a in triples]
+        return [[re.sub(r"^\s*\d+[.)]\s*", "", x).strip() for x in ("1." + g.text).splitlines()]
+                for g in self._run(jobs)]
+
+    def a(self, triples: list[tuple[str, str, list[str]]]) -> list[list[float] | None]:
+        """Probabilities of the options for each (context, question, options); None when no option was picked."""
+        jobs = []
+        for ctx, q, opts in triples:
+            options = "\n".join(f"{LETTERS[j]}. {o}" for j, o in enumerate(opts))
+            jobs.append((A_TEMPLATE.format(context=ctx.replace("\n", " "), question=q, options=options),
+                         GenParams(0.0, 3, 0, self.k), 0))
+        out = []
+        for (ctx, q, opts), g in zip(triples, self._run(jobs)):
+            letters = list(LETTERS[: len(opts)])
+            p = _first_token_probs(g, letters)
+            if p:
+                out.append([p[c] for c in letters])
+            else:
+                m = re.search(rf"\b([{LETTERS[:len(opts)]}])\b", g.text)
+                out.append([float(c == m.group(1)) for c in letters] if m else None)
+        return out
+
+    def u(self, pairs: list[tuple[str, str]]) -> list[float]:
+        """P(answerable) for each (context, question)."""
+        jobs = [(U_TEMPLATE.format(context=ctx.replace("\n", " "), question=q), GenParams(0.0, 2, 0, self.k), 0)
+                for ctx, q in pairs]
+        out = []
+        for g in self._run(jobs):
+            p = _first_token_probs(g, ["yes", "no"])
+            if p:
+                out.append(p["yes"])
+            else:
+                w = g.text.strip().lower()
+                out.append(1.0 if w.startswith("yes") else 0.0 if w.startswith("no") else 0.5)
+        return out
+
+
+def make_stage(name: str, spec, sampler: Sampler | None):
+    """A stage from a Sampler, a Hugging Face id/path, or an object that already has the stage's method."""
+    if spec is None or isinstance(spec, Sampler):
+        if spec is None and sampler is None:
+            raise ValueError(f"MQAG stage {name}: give a Sampler (LLM) or a Hugging Face model id/path")
+        return LLMStages(spec or sampler)
+    if isinstance(spec, str):
+        if spec == "llm":
+            if sampler is None:
+                raise ValueError(f"MQAG stage {name}: 'llm' needs an LLM sampler")
+            return LLMStages(sampler)
+        from . import mqag_hf
+
+        return mqag_hf.load_stage(name, spec)
+    if not hasattr(spec, name):
+        raise ValueError(f"MQAG stage {name}: {spec!r} has no {name}() method")
+    return spec
+
+
 class QAScorer:
     names = ("qa_count", "qa_bayes", "qa_bayes_alpha")
 
-    def __init__(self, sampler: Sampler, questions_per_sentence: int = 1, beta1: float = 0.8, beta2: float = 0.8,
-                 threshold: float = 0.5, top_logprobs: int = 10, stages: dict[str, Sampler] | None = None):
-        """``stages`` gives a different sampler (any backend: HTTP, GGUF, a transformers model by id or path) to
-        any of the stages ``g1``, ``g2``, ``a``, ``u``; the others use ``sampler``."""
+    def __init__(self, sampler: Sampler | None = None, questions_per_sentence: int = 1, beta1: float = 0.8,
+                 beta2: float = 0.8, threshold: float = 0.5, top_logprobs: int = 10, stages: dict | None = None):
+        """``stages`` maps any of ``g1``, ``g2``, ``a``, ``u`` to a Sampler, a Hugging Face id/path, or a stage
+        object; the others are LLM prompts on ``sampler``."""
+        unknown = set(stages or {}) - {"g1", "g2", "a", "u"}
+        if unknown:
+            raise ValueError(f"unknown MQAG stages {sorted(unknown)}; use g1, g2, a, u")
         self.sampler = sampler
-        self.stages = {k: (stages or {}).get(k, sampler) for k in ("g1", "g2", "a", "u")}
+        self.stages = {k: make_stage(k, (stages or {}).get(k), sampler) for k in ("g1", "g2", "a", "u")}
+        for st in self.stages.values():
+            if isinstance(st, LLMStages):
+                st.k = top_logprobs
         self.q = questions_per_sentence
         self.beta1, self.beta2, self.threshold = beta1, beta2, threshold
-        self.k = top_logprobs
 
     def method_info(self) -> list[MethodInfo]:
         desc = {"qa_count": "N_n/(N_m+N_n)", "qa_bayes": "Bayes with hard counts",
                 "qa_bayes_alpha": "Bayes with answerability soft counts (App. B)"}
-        return [MethodInfo(n, bounded=True, description=f"MQAG (LLM stages, {self.sampler.backend.cache_id()}): "
-                           + desc[n]) for n in self.names]
-
-    def _gen(self, jobs, stage: str):
-        res = self.stages[stage].run(jobs)
-        for r in res:
-            if isinstance(r, LLMError):
-                raise r
-        return res
+        stages = ", ".join(f"{k.upper()}: {getattr(v, 'id', type(v).__name__)}" for k, v in self.stages.items())
+        return [MethodInfo(n, bounded=True, description=f"MQAG ({stages}): " + desc[n]) for n in self.names]
 
     def score(self, items: list[PreparedItem]) -> dict[str, list[MethodScores]]:
-        # G1: a question and answer per (sentence, k)
-        keys, jobs = [], []
+        # G1: a question and answer per (sentence, draw)
+        keys, sents, draws = [], [], []
         for a, it in enumerate(items):
             for i, s in enumerate(it.sentences):
                 for k in range(self.q):
                     keys.append((a, i))
-                    jobs.append((G1_TEMPLATE.format(sentence=s), GenParams(0.0 if k == 0 else 1.0, 40, k, 0,
-                                                                            ("\n\n",)), k))
-        qas = []
-        for key, g in zip(keys, self._gen(jobs, "g1")):
-            m = re.match(r"\s*(.+?)\s*\n\s*Answer:\s*(.+)", g.text)
-            if m and m.group(2).strip():
-                qas.append((key, m.group(1).strip(), m.group(2).strip().splitlines()[0]))
-        # G2: three distractors
-        jobs = [(G2_TEMPLATE.format(passage=items[a].record.response.replace("\n", " "), question=q, answer=ans),
-                 GenParams(0.0, 48, 0, 0, ("\n\n",)), 0) for (a, _), q, ans in qas]
+                    sents.append(s)
+                    draws.append(k)
+        qas = [(key, qa[0], qa[1]) for key, qa in zip(keys, self.stages["g1"].g1(sents, draws)) if qa]
+        # G2: three distractors from the passage
+        dist = self.stages["g2"].g2([(items[a].record.response, q, ans) for (a, _), q, ans in qas])
         questions = []
-        for (key, q, ans), g in zip(qas, self._gen(jobs, "g2")):
-            lines = [re.sub(r"^\s*\d+[.)]\s*", "", x).strip() for x in ("1." + g.text).splitlines()]
+        for (key, q, ans), lines in zip(qas, dist):
             opts = [ans] + [x for x in dict.fromkeys(lines) if x and x.lower() != ans.lower()][:3]
             if len(opts) < 2:
                 continue
@@ -117,35 +203,18 @@ class QAScorer:
             order = sorted(range(4), key=lambda j: zlib.crc32(f"{q}|{j}".encode()))
             questions.append((key, q, [opts[j] for j in order]))
         # A (on R and every sample) and U (on every sample)
-        a_jobs, u_jobs, where = [], [], []
+        a_in, u_in, where = [], [], []
         for qi, ((a, i), q, opts) in enumerate(questions):
             it = items[a]
-            options = "\n".join(f"{LETTERS[j]}. {o}" for j, o in enumerate(opts))
             for n, ctx in enumerate([it.record.response, *it.evidence]):
-                ctx = ctx.replace("\n", " ")
-                a_jobs.append((A_TEMPLATE.format(context=ctx, question=q, options=options),
-                               GenParams(0.0, 3, 0, self.k), 0))
+                a_in.append((ctx, q, opts))
                 if n > 0:
-                    u_jobs.append((U_TEMPLATE.format(context=ctx, question=q), GenParams(0.0, 2, 0, self.k), 0))
+                    u_in.append((ctx, q))
                 where.append((qi, n))
-        a_res, u_res = self._gen(a_jobs, "a"), self._gen(u_jobs, "u")
-        picks: dict[tuple[int, int], int] = {}
-        for (qi, n), g in zip(where, a_res):
-            p = _first_token_probs(g, list(LETTERS))
-            if p:
-                picks[(qi, n)] = LETTERS.index(max(p, key=p.get))
-            else:
-                m = re.search(r"\b([ABCD])\b", g.text)
-                picks[(qi, n)] = LETTERS.index(m.group(1)) if m else -1
-        alphas: dict[tuple[int, int], float] = {}
-        u_where = [w for w in where if w[1] > 0]
-        for (qi, n), g in zip(u_where, u_res):
-            p = _first_token_probs(g, ["yes", "no"])
-            if p:
-                alphas[(qi, n)] = p["yes"]
-            else:
-                w = g.text.strip().lower()
-                alphas[(qi, n)] = 1.0 if w.startswith("yes") else 0.0 if w.startswith("no") else 0.5
+        a_res = self.stages["a"].a(a_in) if a_in else []
+        u_res = self.stages["u"].u(u_in) if u_in else []
+        picks = {w: (int(np.argmax(p)) if p is not None else -1) for w, p in zip(where, a_res)}
+        alphas = dict(zip([w for w in where if w[1] > 0], (float(x) for x in u_res)))
         per_sentence: dict[tuple[int, int], list[tuple[float, float, float]]] = {}
         for qi, ((a, i), q, opts) in enumerate(questions):
             n_samples = len(items[a].evidence)

@@ -1,0 +1,172 @@
+"""LLM judges of whole answers.
+
+**LLM-as-a-judge** (tunable-ensemble paper 003, §3.3, after Chen & Mueller 2023): the judge gets the question and
+the proposed answer with the paper's prompt, and its verdict maps to a confidence
+
+    "Correct" -> 1,   "I am not sure" -> 0.5,   "Incorrect" -> 0                                   (Eq. 14)
+
+The *self-judge* is the LLM that wrote the answers, the *external judge* any other backend; the judging query is
+sent alone, without the chat history that produced the answer. A verdict that cannot be parsed is asked again (at
+temperature 1 with a new seed, ``retries`` times at most) and then recorded as **missing** (NaN), never guessed; the
+ensemble renormalizes the weights of the components present for that row.
+
+**Chain-of-thought judge with self-consistency** (the prompt-based hallucination metric, 002): the judge gets a
+perfect answer (ground truth) and a generated answer (inference), answers "yes" (hallucination) or "no" and, if yes,
+a reason of about ten words on the next line (the reply ends at a blank line or 50 tokens, as in the guide's
+``max_tokens=50``). Repeated ``k`` times (temperature 0.5, seeds 0..k-1), the
+hallucination score is the share of "yes" among the parseable replies; each reply and reason is kept.
+
+Every judgement goes through the :class:`~halluscope.llm.sampler.Sampler`, so it is cached on disk (a re-run costs
+nothing and an interrupted run resumes), rate-limited and retried on transport errors like any generation.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+from ..llm.base import GenParams, LLMError
+from ..llm.sampler import Sampler
+
+JUDGE_INSTRUCTION = (
+    'Your task is to look at the question and answer provided and determine if the answer is correct. You are to '
+    'respond with ONLY one of: "Correct", "Incorrect", or "I am not sure". YOUR ANSWER MUST ONLY CONTAIN ONE OF '
+    '"Correct", "Incorrect", or "I am not sure". DO NOT ANSWER THE QUESTION AGAIN. ONLY DETERMINE IF THE ANSWER TO '
+    'THE QUESTION IS "Correct", "Incorrect", or "I am not sure".'
+)
+# the paper's prompt; the trailing cue lets a completion (base) model answer in place
+JUDGE_TEMPLATE = "Question: {question}, Proposed Answer: {answer}.\n\n" + JUDGE_INSTRUCTION + "\n\nYour answer:"
+
+_VERDICT = re.compile(r"^[\s\"'*(\[]*(i am not sure|i'm not sure|not sure|unsure|incorrect|correct)\b",
+                      re.IGNORECASE)
+
+
+def parse_verdict(text: str) -> float | None:
+    """The verdict the reply's first non-empty line opens with (quotes, brackets and case ignored): Correct 1.0,
+    I am not sure 0.5, Incorrect 0.0; None when the line opens with anything else (e.g. 'You should answer
+    "Correct"' is no verdict)."""
+    line = next((ln for ln in (text or "").splitlines() if ln.strip()), "")
+    m = _VERDICT.match(line)
+    if not m:
+        return None
+    w = m.group(1).lower()
+    return 1.0 if w == "correct" else 0.0 if w == "incorrect" else 0.5
+
+
+@dataclass
+class Verdict:
+    confidence: float  # NaN when missing
+    replies: list[str] = field(default_factory=list)
+
+    @property
+    def missing(self) -> bool:
+        return math.isnan(self.confidence)
+
+
+class LLMJudge:
+    """Correct / Incorrect / I am not sure judge (003 §3.3) over any backend."""
+
+    def __init__(self, sampler: Sampler, template: str = JUDGE_TEMPLATE, retries: int = 2, max_tokens: int = 8):
+        if "{question}" not in template or "{answer}" not in template:
+            raise ValueError("the judge template needs {question} and {answer}")
+        self.sampler = sampler
+        self.template = template
+        self.retries = int(retries)
+        self.max_tokens = max_tokens
+
+    @property
+    def id(self) -> str:
+        return self.sampler.backend.cache_id()
+
+    def judge(self, pairs: list[tuple[str, str]], progress=None) -> list[Verdict]:
+        """One verdict per (question, answer). Attempt 0 is greedy; unparseable ones are retried at temperature 1
+        (seed = attempt) up to ``retries`` times, then left missing."""
+        prompts = [self.template.format(question=q, answer=a) for q, a in pairs]
+        out = [Verdict(float("nan")) for _ in pairs]
+        todo = list(range(len(pairs)))
+        for attempt in range(self.retries + 1):
+            params = GenParams(temperature=0.0 if attempt == 0 else 1.0, max_tokens=self.max_tokens, seed=attempt,
+                               stop=("\n\n",))
+            gens = self.sampler.run([(prompts[i], params, attempt) for i in todo], progress)
+            left = []
+            for i, g in zip(todo, gens):
+                if isinstance(g, LLMError):
+                    out[i].replies.append(f"<error: {g}>")
+                    left.append(i)
+                    continue
+                out[i].replies.append(g.text.strip())
+                v = parse_verdict(g.text)
+                if v is None:
+                    left.append(i)
+                else:
+                    out[i].confidence = v
+            todo = left
+            if not todo:
+                break
+        return out
+
+
+COT_PROMPT = (
+    'In the context of NLP, a "hallucination" refers to a phenomenon where the LLM generates text that is incorrect, '
+    "nonsensical, or not real.\n\n"
+    "Given two texts, where the first one is a perfect answer, and the second one is a generated answer, if the "
+    'generated answer is considered a "hallucination", return "yes". Otherwise, simply return "no". If yes, on the '
+    "next line, explain in about ten words why there is a hallucination by thinking step by step."
+)
+COT_TEMPLATE = COT_PROMPT + "\n\n{question_line}Perfect Answer: {ground_truth}\n\nGenerated Answer: {inference}\n\nReturn:"
+
+_YES_NO = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
+
+
+def parse_yes_reason(text: str) -> tuple[bool | None, str]:
+    """(hallucination?, reason): the first yes/no of the first non-empty line decides; the reason is the rest."""
+    lines = [ln.strip() for ln in (text or "").strip().splitlines() if ln.strip()]
+    if not lines:
+        return None, ""
+    m = _YES_NO.search(lines[0])
+    if not m:
+        return None, ""
+    yes = m.group(1).lower() == "yes"
+    rest = lines[0][m.end():].strip(" .,:;-")
+    reason = " ".join([rest] + lines[1:2]).strip() if yes else ""
+    return yes, reason
+
+
+@dataclass
+class CoTResult:
+    score: float  # share of "yes" (hallucination) among parseable replies; NaN when none parsed
+    votes: list[bool | None]
+    reasons: list[str]
+    replies: list[str]
+
+
+class CoTJudge:
+    """The prompt-based hallucination metric (002): CoT judge, self-consistency over ``k`` repeats."""
+
+    def __init__(self, sampler: Sampler, k: int = 5, temperature: float = 0.5, max_tokens: int = 50,
+                 template: str = COT_TEMPLATE, stop: tuple[str, ...] = ("\n\n",)):
+        for f in ("{ground_truth}", "{inference}"):
+            if f not in template:
+                raise ValueError(f"the CoT template needs {f}")
+        self.sampler, self.k, self.template = sampler, int(k), template
+        self.temperature, self.max_tokens, self.stop = temperature, max_tokens, tuple(stop)
+
+    def score(self, triples: list[tuple[str, str, str | None]], progress=None) -> list[CoTResult]:
+        """One result per (ground truth, inference, question or None)."""
+        jobs = []
+        for gt, inf, q in triples:
+            p = self.template.format(ground_truth=gt, inference=inf,
+                                     question_line=f"Question: {q}\n\n" if q else "")
+            jobs += [(p, GenParams(self.temperature, self.max_tokens, seed=r, stop=self.stop), r) for r in range(self.k)]
+        gens = self.sampler.run(jobs, progress)
+        out = []
+        for t in range(len(triples)):
+            chunk = gens[t * self.k : (t + 1) * self.k]
+            replies = [f"<error: {g}>" if isinstance(g, LLMError) else g.text.strip() for g in chunk]
+            parsed = [parse_yes_reason(r) if not r.startswith("<error") else (None, "") for r in replies]
+            votes = [v for v, _ in parsed]
+            known = [v for v in votes if v is not None]
+            out.append(CoTResult(sum(known) / len(known) if known else float("nan"), votes,
+                                 [r for _, r in parsed], replies))
+        return out

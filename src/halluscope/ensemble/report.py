@@ -1,0 +1,227 @@
+"""Figures and reports of the response-level evaluation: ROC curves (003 Figure 2), accuracy-at-tau (Figure 1), and
+the QA-pipeline run that writes them with a Markdown table and JSON beside them."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .tuning import TAUS, tune
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_roc(curves: dict[str, list[float]], halluc, path, title: str = ""):
+    """ROC of each confidence (positive class = hallucination, scored by 1 - confidence), AUROC in the legend."""
+    from sklearn.metrics import roc_auc_score, roc_curve
+
+    plt = _plt()
+    h = np.asarray(halluc, int)
+    fig, ax = plt.subplots(figsize=(4.6, 4.2), dpi=110)
+    for name, c in curves.items():
+        c = np.asarray(c, float)
+        ok = np.isfinite(c)
+        if ok.sum() < 2 or len(set(h[ok])) < 2:
+            continue
+        fpr, tpr, _ = roc_curve(h[ok], 1 - c[ok])
+        ax.plot(fpr, tpr, label=f"{name} ({roc_auc_score(h[ok], 1 - c[ok]):.3f})")
+    ax.plot([0, 1], [0, 1], ls=":", c="grey", lw=0.8)
+    ax.set(xlabel="false positive rate", ylabel="true positive rate", title=title or "ROC (positive = hallucination)")
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, format="png")  # a path or a file-like object
+    plt.close(fig)
+    return path
+
+
+def accuracy_at_tau(conf, halluc) -> list[float]:
+    c, h = np.asarray(conf, float), np.asarray(halluc, int)
+    ok = np.isfinite(c)
+    c, h = c[ok], h[ok]
+    return [float(1 - h[c >= t].mean()) if (c >= t).any() else float("nan") for t in TAUS]
+
+
+def plot_accuracy_at_tau(curves: dict[str, list[float]], halluc, path, title: str = ""):
+    """Accuracy of the answers whose confidence is >= tau, tau = 0, 0.1, ..., 0.9 (003 Figure 1)."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(4.6, 4.2), dpi=110)
+    for name, c in curves.items():
+        ax.plot(TAUS, accuracy_at_tau(c, halluc), marker="o", ms=3, label=name)
+    ax.set(xlabel="confidence threshold tau", ylabel="accuracy of answers with confidence >= tau", ylim=(-0.02, 1.02),
+           title=title or "Accuracy at tau")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, format="png")  # a path or a file-like object
+    plt.close(fig)
+    return path
+
+
+def figure_rows(res: dict) -> list[tuple[str, dict]]:
+    rows = [(f"component: {k}", v) for k, v in res.get("components", {}).items()]
+    rows += [(f"baseline: {k}", v) for k, v in res.get("baselines", {}).items()]
+    rows += [(f"ensemble ({k}, CV)", v) for k, v in res.get("ensemble", {}).items()]
+    return rows
+
+
+def markdown_table(res: dict) -> str:
+    lines = ["| row | AUROC | precision | recall | F1 |", "|---|---|---|---|---|"]
+    for name, v in figure_rows(res):
+        lines.append(f"| {name} | " + " | ".join(f"{v[k]:.3f}" for k in ("auroc", "precision", "recall", "f1")) + " |")
+    return "\n".join(lines)
+
+
+def write_figures(res: dict, out_dir: Path, stem: str, title: str) -> list[str]:
+    sc = res.get("scores", {})
+    if "curves" not in sc:
+        return []
+    h = sc["hallucination"]
+    roc = plot_roc(sc["curves"], h, out_dir / f"roc_{stem}.png", f"ROC: {title}")
+    acc = plot_accuracy_at_tau(sc["curves"], h, out_dir / f"accuracy_at_tau_{stem}.png", f"Accuracy at tau: {title}")
+    return [Path(roc).name, Path(acc).name]
+
+
+def presets_from_reports(closed: list[tuple[str, dict]], open_: list[tuple[str, dict]]) -> dict[str, dict]:
+    """Presets from saved results (``ensemble qa`` report.json benchmarks, ``ensemble sac3 -o`` JSON): each group's
+    answers pooled, weights tuned for AUROC on the simplex, then the F1 threshold. Returns {label: config dict}."""
+    out = {}
+    for label, group in (("closed-form", closed), ("open-ended", open_)):
+        comps = None
+        C, h, names = [], [], []
+        for name, r in group:
+            if "scores" not in r or "skipped" in r:
+                continue
+            used = r.get("components_used")
+            if comps is None:
+                comps = used
+            if used != comps:
+                raise ValueError(f"{name}: components {used} differ from {comps}; presets need the same components")
+            C += r["scores"]["components"]
+            h += r["scores"]["hallucination"]
+            names.append(f"{name} ({len(r['scores']['hallucination'])})")
+        if comps and len(set(h)) == 2:
+            C = np.array([[np.nan if v is None else v for v in row] for row in C], float)
+            cfg = tune(C, np.array(h, int), comps)
+            cfg.trained_on = f"{label}: pooled answers of {', '.join(names)}"
+            out[label] = cfg.__dict__
+    return out
+
+
+def save_json(obj, path: Path) -> None:
+    def clean(x):
+        if isinstance(x, dict):
+            return {str(k): clean(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [clean(v) for v in x]
+        if isinstance(x, (float, np.floating)):
+            return None if not np.isfinite(x) else float(x)
+        if isinstance(x, np.integer):
+            return int(x)
+        return x
+
+    path.write_text(json.dumps(clean(obj), indent=1) + "\n")
+
+
+def run_qa(benchmarks, sampler, out_dir: str | Path, data_dir=None, limit: int = 50, m: int = 5,
+           temperature: float = 1.0, folds: int = 5, seed: int = 0, components=None, judges: dict | None = None,
+           encoder=None, nli=None, console=None) -> dict:
+    """Generate, grade, score, tune and report each benchmark; writes ``out_dir``/items_<name>.jsonl (answers,
+    grades, component values), report.json, report.md, ROC and accuracy-at-tau PNGs, and presets.json."""
+    from .components import DEFAULT_COMPONENTS, ComponentScorer
+    from .qa import BENCHMARKS, answer_items, load_benchmark
+    from .sac3 import analyze
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    comps = list(components or DEFAULT_COMPONENTS) + [j for j in (judges or {}) if j not in (components or ())]
+    scorer = ComponentScorer(encoder, nli, components=tuple(comps), judges=judges)
+    refl = next((c for c in comps if c in (judges or {})), None)
+    say = console.print if console else (lambda *a, **k: None)
+    report = {"backend": sampler.backend.cache_id(), "samples": m, "temperature": temperature, "limit": limit,
+              "folds": folds, "components": comps, "judges": {k: v.id for k, v in (judges or {}).items()},
+              "benchmarks": {}}
+    for name in benchmarks:
+        t0 = time.perf_counter()
+        qs = load_benchmark(name, data_dir, limit)
+        say(f"[bold]{name}[/]: {len(qs)} questions, {m} samples each ({sampler.backend.cache_id()})")
+        with _Bar(console, f"{name}: answering", len(qs) * (m + 1)) as step:
+            items, problems = answer_items(qs, sampler, m, temperature, seed, step)
+        with _Bar(console if judges else None, f"{name}: judging", len(items)) as step:
+            rows = scorer.score(items, step)
+        with (out_dir / f"items_{name}.jsonl").open("w") as f:
+            for it, r in zip(items, rows):
+                f.write(json.dumps({"id": it.id, "question": it.question, "answer": it.response, "samples": it.samples,
+                                    "correct": it.correct, "gold": it.meta["gold"],
+                                    "extracted": it.meta.get("extracted"), "judges": it.meta.get("judges", {}),
+                                    "components": {k: (None if not np.isfinite(v) else v) for k, v in r.items()}},
+                                   ensure_ascii=False) + "\n")
+        res = analyze(items, rows, comps, folds, seed, reflection=refl)
+        res["problems"] = problems
+        res["kind"] = BENCHMARKS[name][1]
+        res["accuracy"] = float(np.mean([it.correct for it in items])) if items else float("nan")
+        res["seconds"] = round(time.perf_counter() - t0, 1)
+        res["figures"] = write_figures(res, out_dir, name, f"{name} ({len(items)} answers)")
+        report["benchmarks"][name] = res
+        say(f"  accuracy {res['accuracy']:.3f}, {res['seconds']} s" + (f"; {res['skipped']}" if "skipped" in res else ""))
+        save_json(report, out_dir / "report.json")  # written as it goes: a long run loses nothing
+    b = report["benchmarks"]
+    presets = presets_from_reports([(n, b[n]) for n in benchmarks if BENCHMARKS[n][1] != "text"],
+                                   [(n, b[n]) for n in benchmarks if BENCHMARKS[n][1] == "text"])
+    for p in presets.values():
+        p["settings"] = {"backend": report["backend"], "samples": m, "temperature": temperature, "limit": limit}
+    report["presets"] = presets
+    save_json(report, out_dir / "report.json")
+    save_json(presets, out_dir / "presets.json")
+    (out_dir / "report.md").write_text(render_markdown(report))
+    return report
+
+
+def render_markdown(report: dict) -> str:
+    out = [f"# QA pipeline report\n\nBackend `{report['backend']}`, {report['samples']} samples per question at "
+           f"temperature {report['temperature']}, first {report['limit']} questions of each benchmark, components "
+           f"{', '.join(report['components'])}; judges {report['judges'] or 'none'}. Positive class = incorrect answer "
+           f"(hallucination). Every tuned figure is {report['folds']}-fold cross-validated (out-of-fold).\n"]
+    for name, r in report["benchmarks"].items():
+        out.append(f"## {name} ({r.get('kind')})\n\n{r['n']} answers, accuracy {r['accuracy']:.3f}, "
+                   f"{len(r.get('problems', []))} failed, {r['seconds']} s.\n")
+        if "skipped" in r:
+            out.append(f"Not evaluated: {r['skipped']}.\n")
+            continue
+        out.append(markdown_table(r) + "\n")
+        out.append("Accuracy at tau (0, 0.1, ..., 0.9), AUROC-tuned ensemble: "
+                   + ", ".join("-" if v is None or not np.isfinite(v) else f"{v:.2f}"
+                               for v in r["ensemble"]["agnostic"]["accuracy_at_tau"].values()) + "\n")
+        out += [f"![{f}]({f})" for f in r.get("figures", [])] + [""]
+    if report.get("presets"):
+        out.append("## Presets\n")
+        for label, p in report["presets"].items():
+            w = ", ".join(f"{c} {x:.2f}" for c, x in zip(p["components"], p["weights"]))
+            out.append(f"- {label}: {w}; threshold {p['threshold']:.3f} ({p['trained_on']})")
+    return "\n".join(out) + "\n"
+
+
+class _Bar:
+    """A rich progress bar (count, elapsed, ETA) used as ``with _Bar(...) as step``; nothing without a console."""
+
+    def __init__(self, console, label: str, total: int):
+        self.console, self.label, self.total, self.step = console, label, total, None
+
+    def __enter__(self):
+        if self.console is not None and self.total > 0:
+            from ..pipeline import rich_bar
+
+            self.step = rich_bar(self.label, self.total, console=self.console)
+        return self.step
+
+    def __exit__(self, *exc):
+        if self.step:
+            self.step(None)

@@ -1,0 +1,379 @@
+"""``halluscope report``: one self-contained HTML file (inline CSS, JS and PNG images; no network) from a results file.
+
+- Every passage with each sentence highlighted by its hallucination score under the chosen method (a selector
+  switches method). Hovering a sentence shows every method's score; clicking it opens a panel with each method's
+  score, its rank among all sentences, the human label, and the method's evidence where it has one (the sample that
+  contradicts it most, with its text when the samples are known; the LLM judge's answers; ...).
+- With labels: precision-recall curves per method (SelfCheckGPT Figure 5), passage scores against the human scores
+  (Figure 6), and the reproduction table beside the paper's numbers. With a sample-count ablation JSON (``halluscope
+  reproduce samples -o``): Figure 7. With a response-level report (``halluscope ensemble qa`` / ``ensemble sac3 -o``):
+  ROC curves and accuracy-at-tau (tunable-ensemble Figures 1-2) and their tables.
+- A summary: methods and their descriptions, models, sample counts, run time and settings.
+
+Colour: a bounded method's score is its own shade (0 green .. 1 red); an unbounded one is shaded by its rank among
+all sentences of the file (0 = most consistent, 1 = least), so methods on different scales read alike.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..evaluation.metrics import COLUMNS
+from ..types import Results
+
+COLUMN_NAMES = {"nonfact": "NonFact", "nonfact_star": "NonFact*", "factual": "Factual", "pearson": "PCC",
+                "spearman": "SCC"}
+
+
+def _png(draw) -> str:
+    """Render a matplotlib figure drawn by ``draw(buf)`` into a data URI."""
+    buf = io.BytesIO()
+    draw(buf)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _pr_curves(res: Results, methods: list[str], buf) -> None:
+    from sklearn.metrics import auc, precision_recall_curve
+
+    from ..evaluation.wikibio import labelled_scores
+
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(5.2, 4.2), dpi=110)
+    base = None
+    for m in methods:
+        ls = labelled_scores(res, m)
+        y = ls.sent_labels > 0.499
+        s = np.nan_to_num(ls.sent_scores, nan=0.0, posinf=1e9, neginf=-1e9)
+        p, r, _ = precision_recall_curve(y, s)
+        ax.plot(r, p, lw=1.2, label=f"{m} ({100 * auc(r, p):.1f})")
+        base = y.mean()
+    if base is not None:
+        ax.axhline(base, ls=":", c="grey", lw=0.8, label=f"random ({100 * base:.1f})")
+    ax.set(xlabel="recall", ylabel="precision", title="NonFact precision-recall (Figure 5)", ylim=(0, 1.02))
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+
+
+def _passage_scatter(res: Results, methods: list[str], buf) -> None:
+    from scipy.stats import pearsonr
+
+    from ..evaluation.wikibio import labelled_scores
+
+    plt = _plt()
+    k = len(methods)
+    cols = min(3, k)
+    rows = (k + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(3.3 * cols, 3.0 * rows), dpi=110, squeeze=False)
+    for ax, m in zip(axes.flat, methods):
+        ls = labelled_scores(res, m)
+        ok = np.isfinite(ls.passage_scores)
+        ax.scatter(ls.passage_labels[ok], ls.passage_scores[ok], s=8, alpha=0.6)
+        r = pearsonr(ls.passage_labels[ok], ls.passage_scores[ok])[0] if ok.sum() > 2 else float("nan")
+        ax.set(title=f"{m} (PCC {100 * r:.1f})", xlabel="human score (mean label)", ylabel="passage score")
+        ax.title.set_fontsize(9)
+    for ax in list(axes.flat)[k:]:
+        ax.axis("off")
+    fig.suptitle("Passage score against human score (Figure 6)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+
+
+def _shades(res: Results, methods: list[str], infos: dict) -> dict[str, list[list[float]]]:
+    """Per method, per item, per sentence: a shade in [0, 1] (the score if bounded, else its rank)."""
+    from scipy.stats import rankdata
+
+    out = {}
+    for m in methods:
+        flat = np.concatenate([np.asarray(it.sentence_scores[m], float) for it in res.items]) if res.items else np.zeros(0)
+        bounded = bool(infos.get(m, {}).get("bounded", False)) or (flat.size and np.nanmin(flat) >= 0 and np.nanmax(flat) <= 1)
+        if bounded:
+            sh = np.clip(np.nan_to_num(flat, nan=0.5), 0, 1)
+        else:
+            v = np.nan_to_num(flat, nan=np.nanmedian(flat) if np.isfinite(flat).any() else 0.0, posinf=1e12, neginf=-1e12)
+            sh = (rankdata(v) - 1) / max(1, len(v) - 1)
+        parts, k = [], 0
+        for it in res.items:
+            n = len(it.sentences)
+            parts.append([round(float(x), 4) for x in sh[k : k + n]])
+            k += n
+        out[m] = parts
+    return out
+
+
+def _ranks(res: Results, methods: list[str]) -> dict[str, list[list[float]]]:
+    from scipy.stats import rankdata
+
+    out = {}
+    for m in methods:
+        flat = np.concatenate([np.asarray(it.sentence_scores[m], float) for it in res.items])
+        v = np.nan_to_num(flat, nan=0.0, posinf=1e12, neginf=-1e12)
+        r = 100 * (rankdata(v) - 1) / max(1, len(v) - 1)
+        parts, k = [], 0
+        for it in res.items:
+            parts.append([round(float(x), 1) for x in r[k : k + len(it.sentences)]])
+            k += len(it.sentences)
+        out[m] = parts
+    return out
+
+
+def _evidence_text(ev, samples: list[str] | None) -> str:
+    """One sentence's evidence of one method as readable text."""
+    if isinstance(ev, dict):
+        parts = []
+        for k, v in ev.items():
+            if k == "sample" and isinstance(v, int):
+                txt = f"sample {v}"
+                if samples and 0 <= v < len(samples):
+                    txt += f': "{samples[v][:400]}"'
+                parts.append(txt)
+            elif isinstance(v, list):
+                parts.append(f"{k}: " + "; ".join(str(x)[:120] for x in v[:20]))
+            else:
+                parts.append(f"{k}: {v}")
+        return ", ".join(parts)
+    if isinstance(ev, list):
+        return "; ".join(str(x)[:160] for x in ev[:20])
+    return str(ev)[:600]
+
+
+def _clean(x):
+    if isinstance(x, dict):
+        return {str(k): _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    if isinstance(x, (float, np.floating)):
+        return None if not np.isfinite(x) else round(float(x), 5)
+    if isinstance(x, np.integer):
+        return int(x)
+    return x
+
+
+def _table_html(rows: list[tuple[str, dict, dict | None]], cols=COLUMNS, names=COLUMN_NAMES) -> str:
+    head = "".join(f"<th>{html.escape(names.get(c, c))}</th>" for c in cols)
+    body = []
+    for name, v, paper in rows:
+        cells = "".join(f"<td>{'-' if v.get(c) is None or not np.isfinite(v.get(c)) else f'{v[c]:.2f}'}</td>" for c in cols)
+        body.append(f"<tr><td>{html.escape(name)}</td>{cells}</tr>")
+        if paper:
+            cells = "".join(f"<td>{'-' if paper.get(c) is None else f'{paper[c]:.2f}'}</td>" for c in cols)
+            body.append(f"<tr class='paper'><td>&nbsp;&nbsp;paper</td>{cells}</tr>")
+    return f"<table><tr><th>method</th>{head}</tr>{''.join(body)}</table>"
+
+
+def _ensemble_sections(ens: dict, figs: list[tuple[str, str]]) -> str:
+    """Tables and ROC / accuracy-at-tau figures of a response-level report (QA pipeline or SAC3)."""
+    from ..ensemble.report import figure_rows, plot_accuracy_at_tau, plot_roc
+
+    blocks = ens["benchmarks"] if "benchmarks" in ens else {"SAC3 NQ-Open": ens}
+    out = []
+    for name, r in blocks.items():
+        out.append(f"<h3>{html.escape(name)}</h3>")
+        acc = f", accuracy {r['accuracy']:.3f}" if isinstance(r.get("accuracy"), float) else ""
+        out.append(f"<p>{r.get('n')} answers{acc}; positive class = incorrect answer; tuned figures "
+                   f"{r.get('folds', 5)}-fold cross-validated.</p>")
+        if "skipped" in r:
+            out.append(f"<p>Not evaluated: {html.escape(r['skipped'])}.</p>")
+            continue
+        rows = [(n, v, None) for n, v in figure_rows(r)]
+        out.append(_table_html(rows, ("auroc", "precision", "recall", "f1"),
+                               {"auroc": "AUROC", "precision": "precision", "recall": "recall", "f1": "F1"}))
+        sc = r.get("scores", {})
+        if "curves" in sc:
+            h = sc["hallucination"]
+            roc = _png(lambda b: plot_roc(sc["curves"], h, b, f"ROC: {name}"))
+            acc_png = _png(lambda b: plot_accuracy_at_tau(sc["curves"], h, b, f"Accuracy at tau: {name}"))
+            figs += [(f"ROC, {name} (ensemble paper Figure 2)", roc), (f"Accuracy at tau, {name} (Figure 1)", acc_png)]
+            out.append(f"<div class='figs'><img alt='ROC {html.escape(name)}' src='{roc}'>"
+                       f"<img alt='accuracy at tau {html.escape(name)}' src='{acc_png}'></div>")
+    return "\n".join(out)
+
+
+def build_report(results: Results, out: str | Path, title: str = "halluscope report",
+                 samples: dict[str, list[str]] | None = None, fig7: dict | None = None, ensemble: dict | None = None,
+                 source: str = "") -> Path:
+    """Write the HTML report of ``results`` to ``out``; returns the path."""
+    from ..evaluation.paper import paper_row
+    from ..evaluation.wikibio import evaluate_results
+
+    t0 = time.perf_counter()
+    methods = list(results.methods or (results.items[0].sentence_scores if results.items else []))
+    infos = results.settings.get("methods", {})
+    labelled = bool(results.items) and all(it.labels is not None for it in results.items)
+    primary = next((m for m in ("learned", "combination", "nli", "ngram1_max") if m in methods),
+                   methods[0] if methods else "")
+    figs: list[tuple[str, str]] = []
+    sections = []
+    if labelled and methods:
+        figures = evaluate_results(results, methods)
+        rows = [(m, figures[m], paper_row(m)) for m in methods] + [("random", figures["random"], None)]
+        sections.append("<h2 id='reproduction'>Reproduction against human labels</h2><p>Sentence AUC-PR (%) and "
+                        f"passage correlation (%) over {len(results.items)} passages; the paper's figures (SelfCheckGPT "
+                        "Table 3 and later tables) under each row where the method is in the paper.</p>"
+                        + _table_html(rows))
+        shown = methods[:8]
+        pr = _png(lambda b: _pr_curves(results, shown, b))
+        sc = _png(lambda b: _passage_scatter(results, shown[:6], b))
+        figs += [("Precision-recall, NonFact (Figure 5)", pr), ("Passage vs human scores (Figure 6)", sc)]
+        sections.append(f"<div class='figs'><img alt='precision-recall curves' src='{pr}'>"
+                        f"<img alt='passage scores against human scores' src='{sc}'></div>")
+    if fig7:
+        from .plots import plot_samples
+
+        metric = "spearman"
+        f7 = _png(lambda b: plot_samples(fig7, b, metric))
+        f7b = _png(lambda b: plot_samples(fig7, b, "nonfact_star"))
+        figs += [("Score against number of samples (Figure 7)", f7), ("NonFact* against number of samples", f7b)]
+        sections.append("<h2 id='samples'>Number of samples (Figure 7)</h2><div class='figs'>"
+                        f"<img alt='Figure 7 spearman' src='{f7}'><img alt='Figure 7 nonfact star' src='{f7b}'></div>")
+    if ensemble:
+        sections.append("<h2 id='ensemble'>Response-level detection (tunable ensemble)</h2>"
+                        + _ensemble_sections(ensemble, figs))
+    shades = _shades(results, methods, infos)
+    ranks = _ranks(results, methods) if results.items and methods else {}
+    passages = []
+    for k, it in enumerate(results.items):
+        smp = (samples or {}).get(it.id)
+        ev = {m: [_evidence_text(e, smp) for e in v] for m, v in it.evidence.items()
+              if isinstance(v, list) and len(v) == len(it.sentences)}
+        passages.append({"id": it.id, "prompt": it.prompt, "sentences": it.sentences, "labels": it.labels,
+                         "scores": {m: it.sentence_scores[m] for m in methods}, "passage": it.passage_scores,
+                         "shade": {m: shades[m][k] for m in methods}, "rank": {m: ranks[m][k] for m in ranks},
+                         "evidence": ev})
+    summary = {
+        "source": source, "passages": len(results.items), "sentences": sum(len(it.sentences) for it in results.items),
+        "methods": {m: infos.get(m, {}).get("description", "") for m in methods},
+        "samples per passage": sorted({it.num_samples for it in results.items}),
+        "run time (s)": results.settings.get("seconds"),
+        "settings": {k: v for k, v in results.settings.items() if k not in ("methods", "seconds")},
+        "errors": len(results.errors),
+    }
+    data = _clean({"methods": methods, "primary": primary, "passages": passages})
+    summary_html = "".join(
+        f"<tr><th>{html.escape(k)}</th><td>{html.escape(json.dumps(_clean(v), ensure_ascii=False) if not isinstance(v, str) else v)}</td></tr>"
+        for k, v in summary.items() if v not in (None, {}, [], ""))
+    methods_html = "".join(f"<li><b>{html.escape(m)}</b>: {html.escape(d or 'no description recorded')}</li>"
+                           for m, d in summary["methods"].items())
+    options = "".join(f"<option value='{html.escape(m)}'{' selected' if m == primary else ''}>{html.escape(m)}</option>"
+                      for m in methods)
+    fig_index = "".join(f"<li>{html.escape(n)}</li>" for n, _ in figs)
+    doc = _TEMPLATE.format(
+        title=html.escape(title), css=_CSS, js=_JS, options=options, summary=summary_html, methods=methods_html,
+        sections="\n".join(sections), fig_index=fig_index or "<li>none (no labels in this file)</li>",
+        data=json.dumps(data, ensure_ascii=False).replace("</", "<\\/"),
+        built=f"{time.strftime('%Y-%m-%d %H:%M')}, {time.perf_counter() - t0:.1f} s",
+    )
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(doc, encoding="utf-8")
+    return out
+
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:0;color:#222;background:#fafafa}
+header{background:#263238;color:#fff;padding:12px 20px}header h1{margin:0;font-size:20px}
+main{max-width:1100px;margin:0 auto;padding:10px 20px 80px}
+table{border-collapse:collapse;margin:8px 0 16px;font-size:13px}td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}
+td:first-child,th:first-child{text-align:left}tr.paper td{color:#888;font-style:italic}
+.figs{display:flex;flex-wrap:wrap;gap:10px}.figs img{max-width:100%;border:1px solid #ddd;background:#fff}
+.passage{background:#fff;border:1px solid #e0e0e0;border-radius:6px;padding:10px 14px;margin:10px 0}
+.passage h4{margin:0 0 6px;font-size:13px;color:#555}.passage .pscore{float:right;font-weight:normal;color:#777}
+.s{cursor:pointer;border-radius:3px;padding:1px 0;transition:outline .1s}.s:hover{outline:2px solid #333}
+.s.sel{outline:2px solid #1565c0}.lab{font-size:10px;vertical-align:super;color:#555;margin-left:1px}
+#panel{position:fixed;right:16px;bottom:16px;width:380px;max-height:55vh;overflow:auto;background:#fff;
+border:1px solid #999;border-radius:6px;box-shadow:0 2px 10px rgba(0,0,0,.2);padding:10px 12px;display:none;font-size:13px}
+#panel table{width:100%}#panel td{text-align:left;vertical-align:top}
+.controls{position:sticky;top:0;background:#fafafa;padding:8px 0;border-bottom:1px solid #ddd;z-index:2}
+.legend span{display:inline-block;width:18px;height:12px;margin:0 1px;vertical-align:middle}
+"""
+
+_JS = r"""
+const D = JSON.parse(document.getElementById('data').textContent);
+function colour(x){ x = Math.max(0, Math.min(1, x)); const h = 120 * (1 - x); return `hsl(${h},75%,${88 - 18 * x}%)`; }
+function fmt(v){ return (v === null || v === undefined) ? '-' : (Math.abs(v) >= 100 ? v.toFixed(0) : v.toFixed(3)); }
+function render(){
+  const m = document.getElementById('method').value, root = document.getElementById('passages');
+  const minShade = parseFloat(document.getElementById('filter').value);
+  root.innerHTML = '';
+  let shown = 0;
+  D.passages.forEach((p, k) => {
+    const top = Math.max(...p.shade[m]);
+    if (top < minShade) return;
+    shown++;
+    const div = document.createElement('div'); div.className = 'passage'; div.id = 'p' + k;
+    const h = document.createElement('h4');
+    h.textContent = p.id + (p.prompt ? ' \u2014 ' + p.prompt : '');
+    const ps = document.createElement('span'); ps.className = 'pscore';
+    ps.textContent = m + ' passage ' + fmt(p.passage[m]); h.appendChild(ps); div.appendChild(h);
+    p.sentences.forEach((s, i) => {
+      const sp = document.createElement('span'); sp.className = 's'; sp.textContent = s;
+      sp.style.background = colour(p.shade[m][i]);
+      sp.title = D.methods.map(x => x + ': ' + fmt(p.scores[x][i])).join('\n');
+      sp.dataset.p = k; sp.dataset.i = i; sp.addEventListener('click', show);
+      div.appendChild(sp);
+      if (p.labels) { const l = document.createElement('span'); l.className = 'lab';
+        l.textContent = ['accurate', 'minor', 'major'][Math.round(p.labels[i] * 2)] || p.labels[i]; div.appendChild(l); }
+      div.appendChild(document.createTextNode(' '));
+    });
+    root.appendChild(div);
+  });
+  document.getElementById('count').textContent = shown + ' of ' + D.passages.length + ' passages';
+}
+function show(ev){
+  document.querySelectorAll('.s.sel').forEach(e => e.classList.remove('sel'));
+  const t = ev.currentTarget; t.classList.add('sel');
+  const p = D.passages[+t.dataset.p], i = +t.dataset.i, panel = document.getElementById('panel');
+  let h = '<b>' + p.id + ', sentence ' + (i + 1) + '</b>';
+  if (p.labels) h += ' &middot; human label ' + p.labels[i];
+  h += '<p>' + t.textContent.replace(/</g, '&lt;') + '</p><table><tr><th>method</th><th>score</th><th>rank %</th></tr>';
+  D.methods.forEach(x => { h += '<tr><td>' + x + '</td><td>' + fmt(p.scores[x][i]) + '</td><td>' +
+    (p.rank[x] ? p.rank[x][i] : '-') + '</td></tr>';
+    if (p.evidence[x]) h += '<tr><td colspan=3 style="color:#555">evidence: ' + String(p.evidence[x][i]).replace(/</g, '&lt;') + '</td></tr>'; });
+  panel.innerHTML = h + '</table><p style="color:#888">click another sentence, or Esc to close</p>';
+  panel.style.display = 'block';
+}
+document.addEventListener('keydown', e => { if (e.key === 'Escape') document.getElementById('panel').style.display = 'none'; });
+document.getElementById('method').addEventListener('change', render);
+document.getElementById('filter').addEventListener('input', render);
+render();
+"""
+
+_TEMPLATE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
+<title>{title}</title><style>{css}</style></head>
+<body><header><h1>{title}</h1></header><main>
+<h2 id="summary">Summary</h2><table class="summary">{summary}</table>
+<ul class="methods">{methods}</ul>
+<p>Figures in this report:</p><ul>{fig_index}</ul>
+{sections}
+<h2 id="highlighted">Passages</h2>
+<div class="controls">colour by <select id="method">{options}</select>
+&nbsp; show passages whose worst sentence is at least <input id="filter" type="range" min="0" max="1" step="0.05" value="0">
+<span id="count"></span> &nbsp; <span class="legend">consistent <span style="background:hsl(120,75%,88%)"></span><span
+style="background:hsl(60,75%,79%)"></span><span style="background:hsl(0,75%,70%)"></span> likely hallucinated</span></div>
+<div id="passages"></div>
+<div id="panel"></div>
+<p style="color:#888">built {built} by halluscope; self-contained (no network).</p>
+</main>
+<script id="data" type="application/json">{data}</script>
+<script>{js}</script>
+</body></html>
+"""

@@ -1,0 +1,85 @@
+"""The HTML report of a real WikiBio run, opened in headless Chromium (Debian's package, installed by `make install`):
+it renders with no console errors, the highlighted passages and every plot are there, a click shows the scores, and
+a screenshot is saved (to $HALLUSCOPE_SCREENSHOTS when set, else the test's temporary folder)."""
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from halluscope.ensemble.components import ComponentScorer
+from halluscope.ensemble.sac3 import analyze, load_sac3
+from halluscope.evaluation.wikibio import ablation_samples, reproduce
+from halluscope.pipeline import Detector
+from halluscope.report.html import build_report
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def report_file(detector_models, data_dir, tmp_path_factory):
+    enc, nli = detector_models
+    det = Detector(methods="ngram1_max,bertscore,nli", encoder=enc, nli=nli)
+    figures, res = reproduce(detector=det, data_dir=data_dir, passages=[0, 1, 2, 3, 4, 5])
+    fig7 = ablation_samples("ngram1_max", ks=(1, 2, 4), data_dir=data_dir, passages=[0, 1, 2, 3, 4, 5],
+                            detector=Detector(methods="ngram1_max"))
+    items = load_sac3(data_dir, limit=24)
+    comps = ["exact_match", "bertscore"]
+    ens = analyze(items, ComponentScorer(enc, None, components=comps).score(items), comps, folds=3)
+    from halluscope.evaluation.wikibio import load_wikibio
+
+    samples = {r.id: r.samples for r in load_wikibio(data_dir, [0, 1, 2, 3, 4, 5])}
+    out = tmp_path_factory.mktemp("report") / "report.html"
+    build_report(res, out, "WikiBio test run", samples, fig7, ens, source="test")
+    return out, res
+
+
+def test_report_is_self_contained(report_file):
+    out, res = report_file
+    text = out.read_text()
+    assert "http://" not in text.replace("http://www.w3.org", "") and "https://" not in text  # no network
+    for it in res.items:
+        assert it.id in text
+
+
+def test_report_renders_in_headless_chromium(report_file):
+    if not Path(CHROMIUM).exists():
+        pytest.fail("Debian's chromium is missing: `make install` installs it (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    out, res = report_file
+    shots = Path(os.environ.get("HALLUSCOPE_SCREENSHOTS", out.parent))
+    shots.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            errors = []
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(out.as_uri())
+            page.wait_for_selector(".passage")
+            assert errors == []
+            assert page.locator(".passage").count() == len(res.items)
+            n_sent = sum(len(it.sentences) for it in res.items)
+            assert page.locator(".s").count() == n_sent
+            colours = page.eval_on_selector_all(".s", "els => els.map(e => getComputedStyle(e).backgroundColor)")
+            assert len(set(colours)) > 3  # sentences are shaded by score, not one flat colour
+            imgs = page.eval_on_selector_all("img", "els => els.map(e => [e.alt, e.naturalWidth, e.complete])")
+            alts = [a for a, w, done in imgs if w > 0 and done]
+            assert len(alts) == len(imgs) == 6, imgs  # PR, passage scatter, Figure 7 (x2), ROC, accuracy-at-tau
+            assert any("precision-recall" in a for a in alts) and any("ROC" in a for a in alts)
+            assert any("accuracy at tau" in a for a in alts) and any("Figure 7" in a for a in alts)
+            page.locator(".s").nth(2).click()
+            panel = page.locator("#panel")
+            assert panel.is_visible() and "ngram1_max" in panel.inner_text() and "evidence" in panel.inner_text()
+            page.select_option("#method", "bertscore")  # recolour by another method
+            assert page.eval_on_selector_all(".s", "els => els.map(e => getComputedStyle(e).backgroundColor)") != colours
+            assert errors == []
+            page.screenshot(path=str(shots / "report.png"), full_page=False)
+        finally:
+            browser.close()
+    assert (shots / "report.png").read_bytes()[:4] == b"\x89PNG"
