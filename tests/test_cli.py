@@ -163,3 +163,28 @@ def test_ensemble_score_with_preset_and_bad_record(tmp_path):
     p.write_text(json.dumps({"id": "c", "question": "q", "response": "r"}) + "\n")
     r = runner.invoke(app, ["ensemble", "score", str(p)])
     assert r.exit_code == 2 and "record c: field 'samples'" in r.output
+
+
+def test_ensemble_tune_then_score_with_the_config(tmp_path, data_dir):
+    from halluscope.ensemble.sac3 import load_sac3
+
+    graded = tmp_path / "graded.jsonl"
+    graded.write_text("".join(json.dumps({"id": it.id, "question": it.question, "response": it.response,
+                                          "samples": it.samples, "correct": it.correct}) + "\n"
+                              for it in load_sac3(data_dir, limit=20)))
+    cfg = tmp_path / "ens.json"
+    r = runner.invoke(app, ["ensemble", "tune", str(graded), "--components", "exact_match,bertscore", "--folds", "3",
+                            "-o", str(cfg)])
+    assert r.exit_code == 0, r.output
+    c = json.loads(cfg.read_text())
+    assert c["components"] == ["exact_match", "bertscore"] and abs(sum(c["weights"]) - 1) < 1e-9
+    assert "ensemble (agnostic, CV)" in r.stdout
+    out = tmp_path / "conf.jsonl"
+    r = runner.invoke(app, ["ensemble", "score", str(graded), "--config", str(cfg), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(rows) == 20 and all(x["flagged"] == (x["confidence"] < c["threshold"]) for x in rows)
+    lines = graded.read_text().splitlines()
+    graded.write_text(lines[0].replace('"correct": true', '"correct": "yes"').replace('"correct": false', '"correct": "no"') + "\n")
+    r = runner.invoke(app, ["ensemble", "tune", str(graded)])
+    assert r.exit_code == 2 and "field 'correct'" in r.output

@@ -43,3 +43,15 @@ def test_tuning_weights_threshold_missing_values_and_cv():
     assert combine(C2, np.array([0.5, 0.5]))[0] == pytest.approx(C[0, 0])
     fig, oof, taus = cross_validate(C, halluc, ["good", "noise"], folds=5)
     assert fig["auroc"] > 0.85 and np.isfinite(oof).all() and fig["f1"] > 0.6
+
+
+def test_a_mostly_missing_component_never_shrinks_the_evaluated_rows():
+    rng = np.random.default_rng(1)
+    n = 120
+    halluc = (rng.random(n) < 0.5).astype(int)
+    judge = np.where(rng.random(n) < 0.15, 1.0 - halluc, np.nan)  # a perfect judge that answers 15% of the time
+    other = np.clip(0.6 - 0.2 * halluc + 0.2 * rng.standard_normal(n), 0, 1)
+    C = np.column_stack([judge, other])
+    for mode in ("agnostic", "joint"):
+        fig, oof, _ = cross_validate(C, halluc, ["judge", "other"], folds=4, mode=mode)
+        assert fig["n"] == n and np.isfinite(oof).all()  # rows without a verdict fall back on the other component

@@ -116,7 +116,7 @@ def test_sac3_figures_roc_and_accuracy_at_tau(detector_models, data_dir, tmp_pat
     presets = presets_from_reports([], [("sac3", res)])
     assert set(presets) == {"open-ended"}
     p = presets["open-ended"]
-    assert abs(sum(p["weights"]) - 1) < 1e-9 and "sac3 (30)" in p["trained_on"] and p["components"] == comps
+    assert abs(sum(p["weights"]) - 1) < 1e-9 and "sac3: 30" in p["trained_on"] and p["components"] == comps
 
 
 def test_qa_pipeline_end_to_end(sampler, detector_models, data_dir, tmp_path):

@@ -22,7 +22,8 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-f
 @pytest.fixture(scope="module")
 def report_file(detector_models, data_dir, tmp_path_factory):
     enc, nli = detector_models
-    det = Detector(methods="ngram1_max,bertscore,nli", encoder=enc, nli=nli)
+    det = Detector(methods="ngram1_max,bertscore,nli")
+    det._models.update(encoder=enc, nli=nli)  # the session's shared models
     figures, res = reproduce(detector=det, data_dir=data_dir, passages=[0, 1, 2, 3, 4, 5])
     fig7 = ablation_samples("ngram1_max", ks=(1, 2, 4), data_dir=data_dir, passages=[0, 1, 2, 3, 4, 5],
                             detector=Detector(methods="ngram1_max"))

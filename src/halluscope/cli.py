@@ -635,12 +635,23 @@ def ensemble_qa(
     data: Optional[Path] = DataOpt,
     out: Path = typer.Option(Path("reports/qa"), "--out", help="Report folder (report.md, report.json, PNGs, "
                              "items_*.jsonl, presets.json)."),
+    reanalyze: bool = typer.Option(False, "--reanalyze", help="Only rebuild the report, figures and presets of --out "
+                                   "from its saved items (no generation, no model work)."),
 ):
     """The QA pipeline (003 §4): answer each benchmark's questions with any backend (original at temperature 0,
     candidates at --temperature), grade automatically (numeric match, choice letter, normalized gold match), score
     every component, cross-validate the ensemble, and write a report with ROC and accuracy-at-tau figures."""
+    from .ensemble.report import reanalyze as rebuild
     from .ensemble.report import run_qa
 
+    if reanalyze:
+        try:
+            rebuild(out, folds, seed)
+        except (OSError, ValueError, KeyError) as e:
+            err.print(f"[red]error:[/] cannot rebuild the report in {out}: {e}")
+            raise typer.Exit(2)
+        err.print(f"report rebuilt: {out / 'report.md'}")
+        return
     from .models.nli import load_nli
 
     nli_model = load_nli()
@@ -674,25 +685,30 @@ def ensemble_qa(
 
 @ensemble_app.command("presets")
 def ensemble_presets(
-    qa: Optional[Path] = typer.Option(None, "--qa", help="report.json of `ensemble qa`: numeric and choice "
-                                      "benchmarks feed the closed-form preset, text ones the open-ended preset."),
-    sac3: Optional[Path] = typer.Option(None, "--sac3", help="JSON of `ensemble sac3 -o` (open-ended)."),
+    closed: Optional[list[Path]] = typer.Option(None, "--closed", help="report.json of `ensemble qa`: its numeric "
+                                                "and choice benchmarks feed the closed-form preset (repeatable)."),
+    open_: Optional[list[Path]] = typer.Option(None, "--open", help="JSON of `ensemble sac3 -o`, or report.json of "
+                                               "`ensemble qa` (its text benchmarks): the open-ended preset."),
     out: Path = typer.Option(Path("src/halluscope/data/presets.json"), "--out", "-o"),
 ):
-    """Rebuild the weight presets for users without graded data from saved results: each group's answers pooled,
-    AUROC-tuned weights on the simplex, then the F1 threshold. The cross-validated figures of the same runs are the
-    ones to quote; a preset's own figures on its data would be in-sample."""
+    """Rebuild the weight presets for users without graded data from saved results: each group's answers pooled
+    (on the components all of them have), AUROC-tuned weights on the simplex, then the F1 threshold. Quote the
+    cross-validated figures of the same runs: a preset's own figures on its data would be in-sample."""
     from .ensemble.qa import BENCHMARKS
     from .ensemble.report import presets_from_reports, save_json
 
-    closed, open_ = [], []
+    def parts(paths, want_text):
+        got = []
+        for p in paths or []:
+            d = json.loads(p.read_text())
+            if "benchmarks" in d:
+                got += [(f"{n} ({p})", r) for n, r in d["benchmarks"].items() if (BENCHMARKS[n][1] == "text") == want_text]
+            else:
+                got.append((str(p), d))
+        return got
+
     try:
-        if qa:
-            for name, r in json.loads(qa.read_text())["benchmarks"].items():
-                (open_ if BENCHMARKS[name][1] == "text" else closed).append((f"{name} ({qa})", r))
-        if sac3:
-            open_.append((f"SAC3 NQ-Open ({sac3})", json.loads(sac3.read_text())))
-        presets = presets_from_reports(closed, open_)
+        presets = presets_from_reports(parts(closed, False), parts(open_, True))
     except (OSError, ValueError, KeyError) as e:
         err.print(f"[red]error:[/] {e}")
         raise typer.Exit(2)
@@ -701,6 +717,64 @@ def ensemble_presets(
         w = ", ".join(f"{c} {x:.2f}" for c, x in zip(p["components"], p["weights"]))
         console.print(f"[bold]{label}[/]: {w}; threshold {p['threshold']:.3f}\n  [dim]{p['trained_on']}[/]")
     err.print(f"written to {out}")
+
+
+def _answers(path: Path, need_label: bool = False):
+    """Response items from JSONL (question, response, samples; correct when grading): bad records name the field."""
+    from .ensemble.components import ResponseItem
+
+    items = []
+    for k, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+        except ValueError as e:
+            raise ValueError(f"{path}: record {k}: not JSON ({e})") from e
+        fields = [("question", str), ("response", str), ("samples", list)] + ([("correct", bool)] if need_label else [])
+        for f, typ in fields:
+            if not isinstance(r.get(f), typ):
+                raise ValueError(f"{path}: record {r.get('id', k)}: field '{f}' missing or not a {typ.__name__}")
+        items.append(ResponseItem(str(r.get("id", k)), r["question"], r["response"], [str(x) for x in r["samples"]],
+                                  r.get("correct")))
+    return items
+
+
+@ensemble_app.command("tune")
+def ensemble_tune(
+    path: Path = typer.Argument(..., help="Graded JSONL: 'question', 'response', 'samples' and 'correct' (true/false)."),
+    components: str = ComponentsOpt,
+    mode: str = typer.Option("agnostic", "--mode", help="agnostic (AUROC-tuned weights, then the F1 threshold) or "
+                             "joint (weights and threshold for F1)."),
+    folds: int = typer.Option(5, "--folds"),
+    out: Path = typer.Option(Path("ensemble.json"), "--out", "-o", help="The tuned EnsembleConfig (JSON)."),
+):
+    """Tune the ensemble on your graded answers: prints the k-fold cross-validated figures (what to expect on new
+    answers), then fits weights and threshold on all of them and saves the config for `ensemble score --config`."""
+    from .ensemble.components import ComponentScorer
+    from .ensemble.report import markdown_table
+    from .ensemble.sac3 import analyze
+    from .ensemble.tuning import tune
+
+    comps = [c.strip() for c in components.split(",") if c.strip()]
+    try:
+        items = _answers(path, need_label=True)
+        rows = ComponentScorer(components=comps).score(items)
+        res = analyze(items, rows, comps, folds)
+        if "skipped" in res:
+            raise ValueError(res["skipped"])
+        import numpy as np
+
+        C = np.array(res["scores"]["components"], float)
+        cfg = tune(C, np.array(res["scores"]["hallucination"]), comps, mode=mode)
+    except (OSError, ValueError) as e:
+        err.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2)
+    cfg.trained_on = f"{path} ({len(items)} answers)"
+    cfg.save(out)
+    console.print(markdown_table(res))
+    w = ", ".join(f"{c} {x:.2f}" for c, x in zip(cfg.components, cfg.weights))
+    console.print(f"fitted on all {len(items)} answers: {w}; threshold {cfg.threshold:.3f} -> {out}")
 
 
 @ensemble_app.command("score")
@@ -716,24 +790,12 @@ def ensemble_score(
     cannot compute (an LLM judge) are left out and the remaining weights renormalized."""
     import numpy as np
 
-    from .ensemble.components import COMPONENTS, ComponentScorer, ResponseItem
+    from .ensemble.components import COMPONENTS, ComponentScorer
     from .ensemble.tuning import EnsembleConfig
 
     try:
         cfg = EnsembleConfig.load(config) if config else EnsembleConfig.preset(preset)
-        items = []
-        for k, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
-            if not line.strip():
-                continue
-            try:
-                r = json.loads(line)
-            except ValueError as e:
-                raise ValueError(f"{path}: record {k}: not JSON ({e})") from e
-            for f, typ in (("question", str), ("response", str), ("samples", list)):
-                if not isinstance(r.get(f), typ):
-                    raise ValueError(f"{path}: record {r.get('id', k)}: field '{f}' missing or not a {typ.__name__}")
-            items.append(ResponseItem(str(r.get("id", k)), r["question"], r["response"], [str(x) for x in r["samples"]],
-                                      r.get("correct")))
+        items = _answers(path)
     except (OSError, ValueError) as e:
         err.print(f"[red]error:[/] {e}")
         raise typer.Exit(2)
@@ -770,6 +832,7 @@ def report(
                                             "`ensemble sac3 -o`: ROC and accuracy-at-tau."),
     data: Optional[Path] = DataOpt,
     title: str = typer.Option("halluscope report", "--title"),
+    figures: Optional[Path] = typer.Option(None, "--figures", help="Also write every figure as a PNG here."),
 ):
     """One self-contained HTML report (no network): highlighted passages with per-method scores and evidence, the
     papers' figures where the file has labels, and a summary of the run."""
@@ -794,7 +857,7 @@ def report(
                 samples = {}
         f7 = json.loads(fig7.read_text()) if fig7 else None
         ens = json.loads(ensemble.read_text()) if ensemble else None
-        path = build_report(res, out, title, samples, f7, ens, source=str(results))
+        path = build_report(res, out, title, samples, f7, ens, source=str(results), figures_dir=figures)
     except (OSError, ValueError, KeyError) as e:
         err.print(f"[red]error:[/] {e}")
         raise typer.Exit(2)

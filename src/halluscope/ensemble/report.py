@@ -73,10 +73,17 @@ def figure_rows(res: dict) -> list[tuple[str, dict]]:
     return rows
 
 
+def _f(v) -> str:
+    return "-" if v is None or not np.isfinite(v) else f"{v:.3f}"
+
+
 def markdown_table(res: dict) -> str:
-    lines = ["| row | AUROC | precision | recall | F1 |", "|---|---|---|---|---|"]
+    """AUROC, precision, recall, F1 and the number of answers with a value (n) per row; '-' where undefined (e.g.
+    AUROC when the answers a judge gave a verdict on are all of one class)."""
+    lines = ["| row | n | AUROC | precision | recall | F1 |", "|---|---|---|---|---|---|"]
     for name, v in figure_rows(res):
-        lines.append(f"| {name} | " + " | ".join(f"{v[k]:.3f}" for k in ("auroc", "precision", "recall", "f1")) + " |")
+        lines.append(f"| {name} | {v.get('n', res.get('n'))} | "
+                     + " | ".join(_f(v[k]) for k in ("auroc", "precision", "recall", "f1")) + " |")
     return "\n".join(lines)
 
 
@@ -91,27 +98,25 @@ def write_figures(res: dict, out_dir: Path, stem: str, title: str) -> list[str]:
 
 
 def presets_from_reports(closed: list[tuple[str, dict]], open_: list[tuple[str, dict]]) -> dict[str, dict]:
-    """Presets from saved results (``ensemble qa`` report.json benchmarks, ``ensemble sac3 -o`` JSON): each group's
-    answers pooled, weights tuned for AUROC on the simplex, then the F1 threshold. Returns {label: config dict}."""
+    """Presets from saved results (``ensemble qa`` benchmarks, ``ensemble sac3 -o`` JSON): each group's answers
+    pooled on the components every member has, weights tuned for AUROC on the simplex, then the F1 threshold.
+    Returns {label: config dict}."""
     out = {}
     for label, group in (("closed-form", closed), ("open-ended", open_)):
-        comps = None
+        group = [(n, r) for n, r in group if "scores" in r and "skipped" not in r]
+        if not group:
+            continue
+        comps = [c for c in group[0][1]["components_used"] if all(c in r["components_used"] for _, r in group[1:])]
         C, h, names = [], [], []
         for name, r in group:
-            if "scores" not in r or "skipped" in r:
-                continue
-            used = r.get("components_used")
-            if comps is None:
-                comps = used
-            if used != comps:
-                raise ValueError(f"{name}: components {used} differ from {comps}; presets need the same components")
-            C += r["scores"]["components"]
+            idx = [r["components_used"].index(c) for c in comps]
+            C += [[row[i] for i in idx] for row in r["scores"]["components"]]
             h += r["scores"]["hallucination"]
-            names.append(f"{name} ({len(r['scores']['hallucination'])})")
+            names.append(f"{name}: {len(r['scores']['hallucination'])}")
         if comps and len(set(h)) == 2:
             C = np.array([[np.nan if v is None else v for v in row] for row in C], float)
             cfg = tune(C, np.array(h, int), comps)
-            cfg.trained_on = f"{label}: pooled answers of {', '.join(names)}"
+            cfg.trained_on = f"{label}: pooled answers of {'; '.join(names)}"
             out[label] = cfg.__dict__
     return out
 
@@ -178,6 +183,40 @@ def run_qa(benchmarks, sampler, out_dir: str | Path, data_dir=None, limit: int =
                                    [(n, b[n]) for n in benchmarks if BENCHMARKS[n][1] == "text"])
     for p in presets.values():
         p["settings"] = {"backend": report["backend"], "samples": m, "temperature": temperature, "limit": limit}
+    report["presets"] = presets
+    save_json(report, out_dir / "report.json")
+    save_json(presets, out_dir / "presets.json")
+    (out_dir / "report.md").write_text(render_markdown(report))
+    return report
+
+
+def reanalyze(out_dir: str | Path, folds: int | None = None, seed: int = 0) -> dict:
+    """Rebuild report.json, report.md, the figures and presets.json of an ``ensemble qa`` run from its
+    items_<name>.jsonl (the component values and grades it saved), with no generation and no model work."""
+    from .components import ResponseItem
+    from .qa import BENCHMARKS
+    from .sac3 import analyze
+
+    out_dir = Path(out_dir)
+    report = json.loads((out_dir / "report.json").read_text())
+    folds = folds or report.get("folds", 5)
+    comps = report["components"]
+    refl = next((c for c in comps if c.endswith("_judge")), None)
+    for name, old in report["benchmarks"].items():
+        items, rows = [], []
+        for line in (out_dir / f"items_{name}.jsonl").read_text().splitlines():
+            x = json.loads(line)
+            items.append(ResponseItem(x["id"], x["question"], x["answer"], x["samples"], x["correct"]))
+            rows.append({c: (np.nan if x["components"].get(c) is None else x["components"][c]) for c in comps})
+        res = analyze(items, rows, comps, folds, seed, reflection=refl)
+        for k in ("problems", "kind", "accuracy", "seconds"):
+            res[k] = old.get(k)
+        res["figures"] = write_figures(res, out_dir, name, f"{name} ({len(items)} answers)")
+        report["benchmarks"][name] = res
+    names = list(report["benchmarks"])
+    b = report["benchmarks"]
+    presets = presets_from_reports([(n, b[n]) for n in names if BENCHMARKS[n][1] != "text"],
+                                   [(n, b[n]) for n in names if BENCHMARKS[n][1] == "text"])
     report["presets"] = presets
     save_json(report, out_dir / "report.json")
     save_json(presets, out_dir / "presets.json")

@@ -7,7 +7,9 @@ s < tau. The positive class of every metric here is **hallucination** (incorrect
   Dirichlet draws plus the vertices and the centre, then Nelder-Mead on a softmax parametrization from the best
   draw (scipy); ``tune_threshold``: the tau maximizing F1 over the observed scores.
 - ``tune_joint``: threshold-aware: weights and tau maximizing F1 together (the same search, F1 at its best tau).
-- Missing component values (NaN) are handled per row by renormalizing the weights of the components present.
+- Missing component values (NaN) are handled per row by renormalizing the weights of the components present. Every
+  weight is kept above 1e-4, so a row missing its heavily weighted components still gets a confidence and no
+  candidate weight vector is judged on a subset of the rows.
 - ``cross_validate``: k-fold (stratified): each fold's weights and tau are tuned on the other folds and applied
   to it, so no reported figure is measured on the data that tuned it.
 """
@@ -64,9 +66,15 @@ def best_threshold(halluc: np.ndarray, s: np.ndarray) -> tuple[float, float]:
     return float(ss[last[k]] + 1e-9), float(f1[k])
 
 
+W_FLOOR = 1e-4  # every weight stays positive: a row whose heavily weighted components are missing still gets a
+# confidence from the others (renormalized), so no candidate is scored on a convenient subset of the rows
+
+
 def _simplex_search(K: int, objective, seed: int = 0, draws: int = 4000) -> np.ndarray:
     rng = np.random.default_rng(seed)
     cands = np.vstack([np.eye(K), np.full((1, K), 1.0 / K), rng.dirichlet(np.ones(K), size=draws)])
+    cands = np.maximum(cands, W_FLOOR)
+    cands /= cands.sum(axis=1, keepdims=True)
     vals = np.array([objective(w) for w in cands])
     w0 = cands[int(np.nanargmax(vals))]
 
@@ -76,7 +84,7 @@ def _simplex_search(K: int, objective, seed: int = 0, draws: int = 4000) -> np.n
 
     res = minimize(neg, np.log(np.clip(w0, 1e-6, None)), method="Nelder-Mead",
                    options={"maxiter": 400, "xatol": 1e-4, "fatol": 1e-6})
-    w1 = np.exp(res.x - res.x.max())
+    w1 = np.maximum(np.exp(res.x - res.x.max()), W_FLOOR * np.exp(res.x - res.x.max()).sum())
     w1 /= w1.sum()
     return w1 if objective(w1) >= objective(w0) else w0
 
@@ -189,6 +197,7 @@ def component_figures(C: np.ndarray, halluc: np.ndarray, components: list[str], 
         ok = np.isfinite(c)
         pred = c < taus
         out[name] = {
+            "n": int(ok.sum()),  # answers with a value (a judge's missing verdicts are left out)
             "auroc": _metric("roc_auc", halluc, c),
             "precision": float(precision_score(halluc[ok], pred[ok], zero_division=0)),
             "recall": float(recall_score(halluc[ok], pred[ok], zero_division=0)),

@@ -20,6 +20,7 @@ import base64
 import html
 import io
 import json
+import re
 import time
 from pathlib import Path
 
@@ -167,11 +168,17 @@ def _clean(x):
     return x
 
 
+def _cell(x) -> str:
+    if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+        return str(x)
+    return "-" if x is None or not np.isfinite(x) else f"{x:.2f}"
+
+
 def _table_html(rows: list[tuple[str, dict, dict | None]], cols=COLUMNS, names=COLUMN_NAMES) -> str:
     head = "".join(f"<th>{html.escape(names.get(c, c))}</th>" for c in cols)
     body = []
     for name, v, paper in rows:
-        cells = "".join(f"<td>{'-' if v.get(c) is None or not np.isfinite(v.get(c)) else f'{v[c]:.2f}'}</td>" for c in cols)
+        cells = "".join(f"<td>{_cell(v.get(c))}</td>" for c in cols)
         body.append(f"<tr><td>{html.escape(name)}</td>{cells}</tr>")
         if paper:
             cells = "".join(f"<td>{'-' if paper.get(c) is None else f'{paper[c]:.2f}'}</td>" for c in cols)
@@ -193,9 +200,9 @@ def _ensemble_sections(ens: dict, figs: list[tuple[str, str]]) -> str:
         if "skipped" in r:
             out.append(f"<p>Not evaluated: {html.escape(r['skipped'])}.</p>")
             continue
-        rows = [(n, v, None) for n, v in figure_rows(r)]
-        out.append(_table_html(rows, ("auroc", "precision", "recall", "f1"),
-                               {"auroc": "AUROC", "precision": "precision", "recall": "recall", "f1": "F1"}))
+        rows = [(n, {"n": v.get("n", r.get("n")), **v}, None) for n, v in figure_rows(r)]
+        out.append(_table_html(rows, ("n", "auroc", "precision", "recall", "f1"),
+                               {"n": "n", "auroc": "AUROC", "precision": "precision", "recall": "recall", "f1": "F1"}))
         sc = r.get("scores", {})
         if "curves" in sc:
             h = sc["hallucination"]
@@ -209,8 +216,9 @@ def _ensemble_sections(ens: dict, figs: list[tuple[str, str]]) -> str:
 
 def build_report(results: Results, out: str | Path, title: str = "halluscope report",
                  samples: dict[str, list[str]] | None = None, fig7: dict | None = None, ensemble: dict | None = None,
-                 source: str = "") -> Path:
-    """Write the HTML report of ``results`` to ``out``; returns the path."""
+                 source: str = "", figures_dir: str | Path | None = None) -> Path:
+    """Write the HTML report of ``results`` to ``out``; returns the path. With ``figures_dir``, every figure is also
+    written there as a PNG (for a README or a paper)."""
     from ..evaluation.paper import paper_row
     from ..evaluation.wikibio import evaluate_results
 
@@ -284,6 +292,12 @@ def build_report(results: Results, out: str | Path, title: str = "halluscope rep
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(doc, encoding="utf-8")
+    if figures_dir:
+        d = Path(figures_dir)
+        d.mkdir(parents=True, exist_ok=True)
+        for name, uri in figs:
+            slug = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+            (d / f"{slug}.png").write_bytes(base64.b64decode(uri.split(",", 1)[1]))
     return out
 
 
