@@ -17,9 +17,8 @@ def main(html: str, png: str) -> None:
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.goto("file://" + __import__("os").path.abspath(html))
         page.wait_for_selector(".passage")
-        page.locator("#highlighted").scroll_into_view_if_needed()
-        page.evaluate("window.scrollBy(0, -10)")
         page.locator(".s").nth(5).click()
+        page.evaluate("document.getElementById('highlighted').scrollIntoView()")
         page.screenshot(path=png)
         browser.close()
 

@@ -188,3 +188,13 @@ def test_ensemble_tune_then_score_with_the_config(tmp_path, data_dir):
     graded.write_text(lines[0].replace('"correct": true', '"correct": "yes"').replace('"correct": false', '"correct": "no"') + "\n")
     r = runner.invoke(app, ["ensemble", "tune", str(graded)])
     assert r.exit_code == 2 and "field 'correct'" in r.output
+
+
+def test_evaluate_nli_reports_each_standard_set(data_dir):
+    r = runner.invoke(app, ["evaluate-nli", "--limit", "30", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert set(d) == {"mnli_dev_matched", "anli_r1_test", "anli_r2_test", "anli_r3_test", "xnli_en_test"}
+    for v in d.values():
+        assert v["n"] == 30 and "accuracy_3way" not in v  # the offline model has two classes
+        assert 0 <= v["accuracy_contradiction_vs_not"] <= 1 and 0.5 <= v["majority_contradiction_vs_not"] <= 1

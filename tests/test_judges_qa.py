@@ -138,3 +138,14 @@ def test_qa_pipeline_end_to_end(sampler, detector_models, data_dir, tmp_path):
     assert len(sampler.cache) == n
     assert isinstance(QAQuestion("x", "svamp", "numeric", "q", ["1"]).prompt(), str)
     assert np.isfinite(rep["benchmarks"]["svamp"]["accuracy"])
+
+
+def test_sac3_external_judge_is_a_component(sampler, data_dir):
+    from halluscope.ensemble.sac3 import run_sac3
+
+    out = run_sac3(data_dir, limit=8, folds=2, components=["exact_match"],
+                   judges={"external_judge": LLMJudge(sampler, retries=0)})
+    assert out["components_used"] == ["exact_match", "external_judge"]
+    assert len(out["judge_replies"]) == 8 and all("external_judge" in v for v in out["judge_replies"].values())
+    col = [row[1] for row in out["scores"]["components"]]
+    assert all(v is None or np.isnan(v) or v in (0.0, 0.5, 1.0) for v in col)

@@ -327,7 +327,8 @@ def evaluate(
     split: str = SplitOpt,
     nli: Optional[str] = NliOpt,
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON keyed by method."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the scored results here."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the scored results here (for a "
+                                          "results file: merged/recombined, with the --methods chosen)."),
     passages: Optional[str] = typer.Option(None, "--passages", help="Evaluate only these records, by position in "
                                            "the file (e.g. '119-237')."),
     learned: Optional[Path] = typer.Option(None, "--learned", help="Learned-combination file (default: packaged); "
@@ -376,6 +377,18 @@ def evaluate(
             except (ValueError, KeyError) as e:
                 err.print(f"[red]error:[/] learned combination: {e}")
                 raise typer.Exit(2)
+        if output:  # the merged / recombined results, with only the chosen methods
+            keep = [m.strip() for m in methods.split(",")] if methods else list(res.methods)
+            missing = [m for m in keep if res.items and m not in res.items[0].sentence_scores]
+            if missing:
+                err.print(f"[red]error:[/] no scores for {missing} in these results")
+                raise typer.Exit(2)
+            for it in res.items:
+                it.sentence_scores = {m: it.sentence_scores[m] for m in keep}
+                it.passage_scores = {m: it.passage_scores[m] for m in keep}
+                it.evidence = {m: v for m, v in it.evidence.items() if m in keep}
+            res.methods = keep
+            write_results(res, output)
     else:
         recs, _ = _read_records_or_exit(path)
         if positions is not None:
@@ -864,26 +877,45 @@ def report(
     err.print(f"report: {path} ({path.stat().st_size / 1e6:.1f} MB)")
 
 
+@app.command("evaluate-nli")
+def evaluate_nli_cmd(
+    nli: Optional[str] = NliOpt,
+    data: Optional[Path] = DataOpt,
+    limit: Optional[int] = typer.Option(1000, "--limit", help="Pairs per set, evenly spread (0 = all)."),
+    as_json: bool = typer.Option(False, "--json"),
+):
+    """Accuracy of an NLI model on MNLI dev-matched, ANLI R1-R3 test and XNLI-en test: 3-way where the model is
+    3-way, and contradiction-vs-not for every model (the decision non-contradiction and SelfCheck-NLI rest on)."""
+    from .evaluation.nli_bench import evaluate_nli
+    from .models.nli import load_nli
+
+    try:
+        model = load_nli(nli)
+        model.progress = _bar if sys.stderr.isatty() and not as_json else None
+        out = evaluate_nli(model, data_dir=data, limit=limit or None)
+    except (FileNotFoundError, ValueError, OSError) as e:
+        err.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2)
+    if as_json:
+        print(json.dumps(out, indent=1))
+        return
+    t = Table(title=f"NLI model {model.name}: accuracy (%)")
+    for c in ("set", "n", "3-way", "contradiction vs not", "macro-F1", "majority class"):
+        t.add_column(c)
+    for name, r in out.items():
+        t.add_row(name, str(r["n"]), f"{100 * r['accuracy_3way']:.1f}" if "accuracy_3way" in r else "-",
+                  f"{100 * r['accuracy_contradiction_vs_not']:.1f}", f"{100 * r['macro_f1_contradiction_vs_not']:.1f}",
+                  f"{100 * r['majority_contradiction_vs_not']:.1f}")
+    console.print(t)
+
+
 @app.command("methods")
 def list_methods():
     """List every method with its formula in one line."""
     from .pipeline import available_methods
 
-    rows = {
-        "ngram{n}_{avg|max}": "n-gram model (n=1..5) trained on samples + response; mean or max of -log p (raw)",
-        "bertscore": "1 - mean over samples of max BERTScore F1 against the sample's sentences (Eq. 6), [0,1]",
-        "nli": "mean over samples of P(contradiction)/(P(entail)+P(contradiction)), [0,1]",
-        "support": "1 - share of samples containing the sentence's least-supported content word, [0,1]",
-        "prompt": "LLM asked 'is the sentence supported by the context?' per sample; Yes 0 / No 1 / other 0.5; mean",
-        "qa_{count|bayes|bayes_alpha}": "MQAG: LLM-generated multiple-choice questions answered on R and each "
-                                        "sample; counting, Bayes, Bayes + answerability soft counts ('qa')",
-        "greybox_{avg|max}_{nlp|entropy}": "the LLM's own token -log p / entropy (top-k renormalized), per "
-                                           "sentence ('greybox'); needs log-probs (halluscope check)",
-        "proxy_{avg|max}_{nlp|entropy}": "the same from teacher-forcing the response through a local model "
-                                         "('proxy'; default the packaged Gemma-3-270M)",
-        "combination": "mean of z-normalized scores of the other chosen methods (SelfCheckGPT §5.4), raw",
-        "learned": "logistic combination with weights fixed at training (halluscope train-learned), [0,1]",
-    }
+    from .pipeline import METHOD_SUMMARY as rows
+
     t = Table("method", "score")
     for k, v in rows.items():
         t.add_row(k, v)

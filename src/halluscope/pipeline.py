@@ -33,6 +33,32 @@ BASE_METHODS = {"bertscore", "nli", "support", "prompt", "qa_count", "qa_bayes",
 LLM_METHODS = {"prompt", "qa_count", "qa_bayes", "qa_bayes_alpha"}
 
 
+METHOD_SUMMARY = {
+    "ngram{n}_{avg|max}": "n-gram model (n=1..5) trained on samples + response; mean or max of -log p (raw)",
+    "bertscore": "1 - mean over samples of max BERTScore F1 against the sample's sentences (Eq. 6), [0,1]",
+    "nli": "mean over samples of P(contradiction)/(P(entail)+P(contradiction)), [0,1]",
+    "support": "1 - share of samples containing the sentence's least-supported content word, [0,1]",
+    "prompt": "LLM asked 'is the sentence supported by the context?' per sample; Yes 0 / No 1 / other 0.5; mean",
+    "qa_{count|bayes|bayes_alpha}": "MQAG: LLM-generated multiple-choice questions answered on R and each "
+                                    "sample; counting, Bayes, Bayes + answerability soft counts ('qa')",
+    "greybox_{avg|max}_{nlp|entropy}": "the LLM's own token -log p / entropy (top-k renormalized), per "
+                                       "sentence ('greybox'); needs log-probs (halluscope check)",
+    "proxy_{avg|max}_{nlp|entropy}": "the same from teacher-forcing the response through a local model "
+                                     "('proxy'; default the packaged Gemma-3-270M)",
+    "combination": "mean of z-normalized scores of the other chosen methods (SelfCheckGPT §5.4), raw",
+    "learned": "logistic combination with weights fixed at training (halluscope train-learned), [0,1]",
+}
+
+
+def method_summary(name: str) -> str:
+    """The one-line formula of a method name (for reports of results files that carry no settings)."""
+    for pattern, text in METHOD_SUMMARY.items():  # names are [a-z0-9_]; {n} is a digit, {a|b} a choice
+        rx = re.sub(r"\{([^}]*)\}", r"(\1)", pattern.replace("{n}", r"\d"))
+        if re.fullmatch(rx, name):
+            return text
+    return ""
+
+
 def available_methods() -> list[str]:
     """Every method name the detector accepts."""
     names = [f"ngram{n}_{a}" for a in ("avg", "max") for n in range(1, 6)]

@@ -88,9 +88,9 @@ def analyze(items: list[ResponseItem], rows: list[dict[str, float]], comps: list
 def run_sac3(data_dir=None, limit=None, folds: int = 5, seed: int = 0, encoder=None, nli=None,
              components=DEFAULT_COMPONENTS, judges: dict | None = None, progress=None) -> dict:
     items = load_sac3(data_dir, limit)
-    scorer = ComponentScorer(encoder, nli, components=tuple(components), judges=judges)
+    comps = list(components) + [j for j in (judges or {}) if j not in components]  # a judge given is a component
+    scorer = ComponentScorer(encoder, nli, components=tuple(comps), judges=judges)
     rows = scorer.score(items, progress)
-    comps = list(components)
     refl = next((c for c in comps if c in (judges or {})), None)
     out = analyze(items, rows, comps, folds, seed, reflection=refl)
     out["paper_f1"] = PAPER_NQ_OPEN_F1

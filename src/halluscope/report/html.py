@@ -221,6 +221,7 @@ def build_report(results: Results, out: str | Path, title: str = "halluscope rep
     written there as a PNG (for a README or a paper)."""
     from ..evaluation.paper import paper_row
     from ..evaluation.wikibio import evaluate_results
+    from ..pipeline import method_summary
 
     t0 = time.perf_counter()
     methods = list(results.methods or (results.items[0].sentence_scores if results.items else []))
@@ -268,7 +269,7 @@ def build_report(results: Results, out: str | Path, title: str = "halluscope rep
                          "evidence": ev})
     summary = {
         "source": source, "passages": len(results.items), "sentences": sum(len(it.sentences) for it in results.items),
-        "methods": {m: infos.get(m, {}).get("description", "") for m in methods},
+        "methods": {m: infos.get(m, {}).get("description") or method_summary(m) for m in methods},
         "samples per passage": sorted({it.num_samples for it in results.items}),
         "run time (s)": results.settings.get("seconds"),
         "settings": {k: v for k, v in results.settings.items() if k not in ("methods", "seconds")},
@@ -313,7 +314,7 @@ td:first-child,th:first-child{text-align:left}tr.paper td{color:#888;font-style:
 .s{cursor:pointer;border-radius:3px;padding:1px 0;transition:outline .1s}.s:hover{outline:2px solid #333}
 .s.sel{outline:2px solid #1565c0}.lab{font-size:10px;vertical-align:super;color:#555;margin-left:1px}
 #panel{position:fixed;right:16px;bottom:16px;width:380px;max-height:55vh;overflow:auto;background:#fff;
-border:1px solid #999;border-radius:6px;box-shadow:0 2px 10px rgba(0,0,0,.2);padding:10px 12px;display:none;font-size:13px}
+border:1px solid #999;border-radius:6px;box-shadow:0 2px 10px rgba(0,0,0,.2);padding:10px 12px;display:none;font-size:13px;z-index:10}
 #panel table{width:100%}#panel td{text-align:left;vertical-align:top}
 .controls{position:sticky;top:0;background:#fafafa;padding:8px 0;border-bottom:1px solid #ddd;z-index:2}
 .legend span{display:inline-block;width:18px;height:12px;margin:0 1px;vertical-align:middle}
