@@ -616,8 +616,8 @@ def _sac3_cot(items, sampler, k, folds, tty):
     halluc = np.array([0 if it.correct else 1 for it in items])
     fig = component_figures(conf, halluc, ["cot"], folds)["cot"]
     fig["missing"] = int(np.isnan(conf).sum())
-    fig["examples"] = [{"id": it.id, "votes": r.votes, "reasons": r.reasons, "replies": r.replies}
-                       for it, r in list(zip(items, res))[:20]]
+    fig["answers"] = [{"id": it.id, "score": r.score, "votes": r.votes, "reasons": r.reasons, "replies": r.replies}
+                      for it, r in zip(items, res)]  # every judgement, with its reasons
     return fig
 
 

@@ -194,3 +194,22 @@ def write_results(results: Results, path: str | Path) -> Path:
     else:
         raise ValueError(f"unknown output type {suffix!r} (use .json, .jsonl, .csv or .parquet)")
     return path
+
+
+def json_safe(x, digits: int | None = None):
+    """A structure made JSON-safe: NaN/inf -> None, numpy scalars -> Python, keys -> str (floats rounded to
+    ``digits`` when given)."""
+    import math
+
+    import numpy as np
+
+    if isinstance(x, dict):
+        return {str(k): json_safe(v, digits) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [json_safe(v, digits) for v in x]
+    if isinstance(x, (float, np.floating)):
+        return None if not math.isfinite(x) else (round(float(x), digits) if digits is not None else float(x))
+    if isinstance(x, np.integer):
+        return int(x)
+    return x
+

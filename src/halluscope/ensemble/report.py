@@ -122,18 +122,9 @@ def presets_from_reports(closed: list[tuple[str, dict]], open_: list[tuple[str, 
 
 
 def save_json(obj, path: Path) -> None:
-    def clean(x):
-        if isinstance(x, dict):
-            return {str(k): clean(v) for k, v in x.items()}
-        if isinstance(x, (list, tuple)):
-            return [clean(v) for v in x]
-        if isinstance(x, (float, np.floating)):
-            return None if not np.isfinite(x) else float(x)
-        if isinstance(x, np.integer):
-            return int(x)
-        return x
+    from ..io import json_safe
 
-    path.write_text(json.dumps(clean(obj), indent=1) + "\n")
+    path.write_text(json.dumps(json_safe(obj), indent=1) + "\n")
 
 
 def run_qa(benchmarks, sampler, out_dir: str | Path, data_dir=None, limit: int = 50, m: int = 5,

@@ -157,15 +157,9 @@ def _evidence_text(ev, samples: list[str] | None) -> str:
 
 
 def _clean(x):
-    if isinstance(x, dict):
-        return {str(k): _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    if isinstance(x, (float, np.floating)):
-        return None if not np.isfinite(x) else round(float(x), 5)
-    if isinstance(x, np.integer):
-        return int(x)
-    return x
+    from ..io import json_safe
+
+    return json_safe(x, 5)
 
 
 def _cell(x) -> str:
