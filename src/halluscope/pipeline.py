@@ -25,11 +25,11 @@ from .scorers import combination
 from .scorers.base import MethodScores, PreparedItem
 from .types import ItemResult, MethodInfo, Record, RecordError, Results
 
-DEFAULT_METHODS = ("ngram1_max", "bertscore", "nli", "combination")
+DEFAULT_METHODS = ("ngram1_max", "bertscore", "nli", "entity", "combination")
 _NGRAM = re.compile(r"^ngram([1-9])_(avg|max)$")
 _GREY = re.compile(r"^(greybox|proxy)_(avg_nlp|max_nlp|avg_entropy|max_entropy)$")
 GREY_METRICS = ("avg_nlp", "max_nlp", "avg_entropy", "max_entropy")
-BASE_METHODS = {"bertscore", "nli", "support", "prompt", "qa_count", "qa_bayes", "qa_bayes_alpha"}
+BASE_METHODS = {"bertscore", "nli", "entity", "support", "prompt", "qa_count", "qa_bayes", "qa_bayes_alpha"}
 LLM_METHODS = {"prompt", "qa_count", "qa_bayes", "qa_bayes_alpha"}
 
 
@@ -37,6 +37,7 @@ METHOD_SUMMARY = {
     "ngram{n}_{avg|max}": "n-gram model (n=1..5) trained on samples + response; mean or max of -log p (raw)",
     "bertscore": "1 - mean over samples of max BERTScore F1 against the sample's sentences (Eq. 6), [0,1]",
     "nli": "mean over samples of P(contradiction)/(P(entail)+P(contradiction)), [0,1]",
+    "entity": "1 - share of samples containing the sentence's least-supported named entity (spaCy NER), [0,1]",
     "support": "1 - share of samples containing the sentence's least-supported content word, [0,1]",
     "prompt": "LLM asked 'is the sentence supported by the context?' per sample; Yes 0 / No 1 / other 0.5; mean",
     "qa_{count|bayes|bayes_alpha}": "MQAG: LLM-generated multiple-choice questions answered on R and each "
@@ -63,7 +64,7 @@ def available_methods() -> list[str]:
     """Every method name the detector accepts."""
     names = [f"ngram{n}_{a}" for a in ("avg", "max") for n in range(1, 6)]
     grey = [f"{p}_{m}" for p in ("greybox", "proxy") for m in GREY_METRICS]
-    return names + ["bertscore", "nli", "support", "prompt", "qa_count", "qa_bayes", "qa_bayes_alpha", *grey,
+    return names + ["bertscore", "nli", "entity", "support", "prompt", "qa_count", "qa_bayes", "qa_bayes_alpha", *grey,
                     "combination", "learned"]
 
 
@@ -101,7 +102,7 @@ def parse_methods(methods: str | Sequence[str] | None) -> list[str]:
 class Detector:
     """Scores records with the chosen methods.
 
-    methods: method names (see :func:`available_methods`); default ngram1_max, bertscore, nli, combination.
+    methods: method names (see :func:`available_methods`); default ngram1_max, bertscore, nli, entity, combination.
     encoder / layer: BERTScore encoder (hub id, local path or ``minilm``) and its layer (default: the last).
     precision: encoder precision, ``auto`` (bf16 where the hardware runs it natively), ``bf16`` or ``fp32``.
     bertscore_baseline: optional bert_score-format baseline file for rescaling.
@@ -188,6 +189,10 @@ class Detector:
             ns = tuple(sorted({int(g.group(1)) for g in ngrams}))
             aggs = tuple(sorted({g.group(2) for g in ngrams}))
             self._scorers.append(NgramScorer(ns=ns, aggs=aggs, sentence_split=self.sentence_split))
+        if "entity" in self.base_methods:
+            from .scorers.entity import EntityScorer
+
+            self._scorers.append(EntityScorer())
         if "support" in self.base_methods:
             from .scorers.support import SupportScorer
 

