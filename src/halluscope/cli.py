@@ -24,6 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .evaluation.metrics import COLUMNS
+from .io import json_safe
 from .types import RecordError
 
 app = typer.Typer(
@@ -194,7 +195,7 @@ def check(
 ):
     """Answer each prompt with an LLM (main response at temperature 0, N samples at --temperature) and score every
     sentence of the answer. Runs with no network and no key on the packaged local model."""
-    from .llm import DEFAULT_TEMPLATE_COMPLETIONS, Sampler, make_backend
+    from .llm import DEFAULT_TEMPLATE_COMPLETIONS
     from .io import write_results
     from .types import Record
 
@@ -211,14 +212,9 @@ def check(
     if not items:
         err.print("[red]error:[/] give prompts as arguments or with --file")
         raise typer.Exit(2)
-    try:
-        be = make_backend(model, base_url, chat=chat, api_key_env=api_key_env,
-                          kind=backend if backend != "auto" else None)
-    except (ValueError, FileNotFoundError, RuntimeError) as e:
-        err.print(f"[red]error:[/] {e}")
-        raise typer.Exit(2)
+    sampler = _sampler(model, base_url, backend, chat, api_key_env, cache, concurrency, rpm, tpm)
+    be = sampler.backend
     tmpl = template or ("{prompt}" if chat else DEFAULT_TEMPLATE_COMPLETIONS)
-    sampler = Sampler(be, cache=str(cache), concurrency=concurrency, rpm=rpm, tpm=tpm)
     texts = [tmpl.replace("{prompt}", p) for p in items]
     stop = () if chat else ("\nQuestion:", "\n\n")
     total = len(items) * (n + 1)
@@ -306,14 +302,6 @@ def _table(rows: dict[str, dict[str, float]], paper: dict[str, dict[str, float]]
 
 def _fmt(v) -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.2f}"
-
-
-def _clean_json(d):
-    if isinstance(d, dict):
-        return {str(k): _clean_json(v) for k, v in d.items()}
-    if isinstance(d, float) and math.isnan(d):
-        return None
-    return d
 
 
 @app.command()
@@ -413,7 +401,7 @@ def evaluate(
         show_results(Results(items=res.items[:show], methods=res.methods, settings=res.settings),
                      primary=methods.split(",")[0].strip() if methods else None)
     if as_json:
-        print(json.dumps(_clean_json(figures), indent=1))
+        print(json.dumps(json_safe(figures), indent=1))
     else:
         console.print(_table(figures, title=f"{path.name}: AUC-PR (%) and passage correlation (%)"))
 
@@ -484,7 +472,7 @@ def train_learned(
     out = output or default_path()
     model.save(out)
     if as_json:
-        print(json.dumps(_clean_json({"weights": dict(zip(comps, model.weights)), "bias": model.bias,
+        print(json.dumps(json_safe({"weights": dict(zip(comps, model.weights)), "bias": model.bias,
                                       "cross_validated": figures}), indent=1))
     else:
         console.print("weights (standardized): " + ", ".join(f"{m}={w:+.3f}" for m, w in zip(comps, model.weights))
@@ -563,14 +551,15 @@ def ensemble_sac3(
     nli_model.progress = _bar if tty else None
     try:
         bar = _bar("judging", limit or 250) if judges and tty else None
+        items = load_sac3(data, limit)
         out = run_sac3(data, limit, folds, components=[c.strip() for c in components.split(",") if c.strip()],
-                       judges=judges, progress=bar, nli=nli_model)
+                       judges=judges, progress=bar, nli=nli_model, items=items)
         if bar:
             bar(None)
         if cot:
             if "external_judge" not in judges:
                 raise ValueError("--cot needs a judge LLM: give --external-judge")
-            out["cot"] = _sac3_cot(load_sac3(data, limit), judges["external_judge"].sampler, cot, folds, tty)
+            out["cot"] = _sac3_cot(items, judges["external_judge"].sampler, cot, folds, tty)
     except (FileNotFoundError, ValueError) as e:
         err.print(f"[red]error:[/] {e}")
         raise typer.Exit(2)
@@ -579,9 +568,9 @@ def ensemble_sac3(
         out["figures"] = write_figures(out, figures, "sac3", f"SAC3 NQ-Open ({out['n']} answers)")
         (figures / "sac3.md").write_text(markdown_table(out) + "\n")
     if output:
-        output.write_text(json.dumps(_clean_json(out), indent=1))
+        output.write_text(json.dumps(json_safe(out), indent=1))
     if as_json:
-        print(json.dumps(_clean_json({k: v for k, v in out.items() if k not in ("scores", "judge_replies")}), indent=1))
+        print(json.dumps(json_safe({k: v for k, v in out.items() if k not in ("scores", "judge_replies")}), indent=1))
         return
     t = Table(title=f"SAC3 NQ-Open, {out['n']} answers ({100 * out['hallucination_rate']:.1f}% incorrect); "
               f"positive class = incorrect; F1 at a {out['folds']}-fold cross-validated threshold")
@@ -952,16 +941,14 @@ def reproduce_wikibio(
     det = _detector(methods or "ngram1_max,bertscore,nli,combination", encoder, layer, nli, combine=combine,
                     precision=precision, split=split)
     if any(m == "prompt" or m.startswith("qa_") for m in det.methods):
-        from .llm import Sampler, make_backend
-
-        det.llm = Sampler(make_backend(llm_model, base_url), cache=str(cache), concurrency=concurrency)
+        det.llm = _sampler(llm_model, base_url, "auto", False, "OPENAI_API_KEY", cache, concurrency)
     figures, res = reproduce(detector=det, data_dir=data, passages=_parse_range(passages), output=output,
                              resume=resume, progress=sys.stderr.isatty() and not as_json,
                              evidence=(lambda r: r.samples[:samples]) if samples else None)
     err.print(f"[dim]{len(res)} passages in {res.settings.get('seconds', 0):.1f}s; per scorer: "
               f"{json.dumps(res.settings.get('scorer_seconds', {}))}[/]")
     if as_json:
-        print(json.dumps(_clean_json({m: v for m, v in figures.items()}), indent=1))
+        print(json.dumps(json_safe({m: v for m, v in figures.items()}), indent=1))
         return
     paper = {m: paper_row(m) for m in figures}
     console.print(_table(figures, paper, title=f"WikiBio GPT-3, {len(res)} passages: ours (paper below)"))
@@ -999,7 +986,7 @@ def reproduce_samples(
         plot_samples(out, plot)
         err.print(f"figure written to {plot}")
     if as_json:
-        print(json.dumps(_clean_json(out), indent=1))
+        print(json.dumps(json_safe(out), indent=1))
         return
     t = Table(title="Spearman (%) by number of samples N [NonFact* AUC-PR in brackets]")
     t.add_column("N", justify="right")
@@ -1029,7 +1016,7 @@ def reproduce_reference(
     det = _detector(methods or "ngram1_max,bertscore", encoder, layer, nli, precision=precision, split=split)
     out = ablation_reference(det.methods, data_dir=data, passages=_parse_range(passages), detector=det)
     if as_json:
-        print(json.dumps(_clean_json(out), indent=1))
+        print(json.dumps(json_safe(out), indent=1))
         return
     rows, paper = {}, {}
     for m, v in out.items():
@@ -1074,7 +1061,7 @@ def reproduce_layers(
         err.print(f"[red]error:[/] {e}")
         raise typer.Exit(2)
     if as_json:
-        print(json.dumps(_clean_json(out), indent=1))
+        print(json.dumps(json_safe(out), indent=1))
         return
     console.print(_table(out, title=f"BERTScore by encoder layer ({encoder or 'minilm'}, {precision}), "
                          f"passages {passages or 'all'}"))

@@ -120,6 +120,8 @@ class ComponentScorer:
                 it.meta.setdefault("judges", {})[name] = v.replies
         need_nli = {"non_contradiction", "semantic_negentropy", "selfcheck_nli"} & set(self.components)
         if need_nli:
+            from ..scorers.nli import contradiction_share
+
             nli = self._nli_model()
             pairs = []
             for it in items:
@@ -145,8 +147,7 @@ class ComponentScorer:
                 if "selfcheck_nli" in self.components and cands:
                     sents = self._sentences(it)
                     p = nli.probs(self._selfcheck_pairs(it)).reshape(len(sents), len(it.samples), 3)
-                    c = p[..., 2] / np.clip(p[..., 0] + p[..., 2], 1e-12, None)
-                    o["selfcheck_nli"] = float(1 - c.mean(axis=1).mean())
+                    o["selfcheck_nli"] = float(1 - contradiction_share(p).mean(axis=1).mean())
         if {"bertscore", "cosine"} & set(self.components):
             enc = self._encoder()
             enc.token_embeddings([t for it in items for t in (it.response, *it.samples)])  # one batched pass

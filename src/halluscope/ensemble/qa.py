@@ -182,7 +182,7 @@ def grade(q: QAQuestion, answer: str) -> bool:
         except ValueError:
             return False
     if q.kind == "choice":
-        return extract("choice", answer, q.question.count("\n")) == q.gold[0]
+        return extract("choice", answer, n_choices(q)) == q.gold[0]
     a = f" {normalize_answer(answer)} "
     return any(g and f" {g} " in a for g in (normalize_answer(x) for x in q.gold))
 

@@ -9,23 +9,15 @@ from pathlib import Path
 
 import numpy as np
 
-from .tuning import TAUS, tune
-
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+from ..report.plots import pyplot
+from .tuning import TAUS, accuracy_at_tau, tune
 
 
 def plot_roc(curves: dict[str, list[float]], halluc, path, title: str = ""):
     """ROC of each confidence (positive class = hallucination, scored by 1 - confidence), AUROC in the legend."""
     from sklearn.metrics import roc_auc_score, roc_curve
 
-    plt = _plt()
+    plt = pyplot()
     h = np.asarray(halluc, int)
     fig, ax = plt.subplots(figsize=(4.6, 4.2), dpi=110)
     for name, c in curves.items():
@@ -44,16 +36,9 @@ def plot_roc(curves: dict[str, list[float]], halluc, path, title: str = ""):
     return path
 
 
-def accuracy_at_tau(conf, halluc) -> list[float]:
-    c, h = np.asarray(conf, float), np.asarray(halluc, int)
-    ok = np.isfinite(c)
-    c, h = c[ok], h[ok]
-    return [float(1 - h[c >= t].mean()) if (c >= t).any() else float("nan") for t in TAUS]
-
-
 def plot_accuracy_at_tau(curves: dict[str, list[float]], halluc, path, title: str = ""):
     """Accuracy of the answers whose confidence is >= tau, tau = 0, 0.1, ..., 0.9 (003 Figure 1)."""
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(4.6, 4.2), dpi=110)
     for name, c in curves.items():
         ax.plot(TAUS, accuracy_at_tau(c, halluc), marker="o", ms=3, label=name)
@@ -169,23 +154,13 @@ def run_qa(benchmarks, sampler, out_dir: str | Path, data_dir=None, limit: int =
         report["benchmarks"][name] = res
         say(f"  accuracy {res['accuracy']:.3f}, {res['seconds']} s" + (f"; {res['skipped']}" if "skipped" in res else ""))
         save_json(report, out_dir / "report.json")  # written as it goes: a long run loses nothing
-    b = report["benchmarks"]
-    presets = presets_from_reports([(n, b[n]) for n in benchmarks if BENCHMARKS[n][1] != "text"],
-                                   [(n, b[n]) for n in benchmarks if BENCHMARKS[n][1] == "text"])
-    for p in presets.values():
-        p["settings"] = {"backend": report["backend"], "samples": m, "temperature": temperature, "limit": limit}
-    report["presets"] = presets
-    save_json(report, out_dir / "report.json")
-    save_json(presets, out_dir / "presets.json")
-    (out_dir / "report.md").write_text(render_markdown(report))
-    return report
+    return _finish(report, out_dir)
 
 
 def reanalyze(out_dir: str | Path, folds: int | None = None, seed: int = 0) -> dict:
     """Rebuild report.json, report.md, the figures and presets.json of an ``ensemble qa`` run from its
     items_<name>.jsonl (the component values and grades it saved), with no generation and no model work."""
     from .components import ResponseItem
-    from .qa import BENCHMARKS
     from .sac3 import analyze
 
     out_dir = Path(out_dir)
@@ -204,10 +179,19 @@ def reanalyze(out_dir: str | Path, folds: int | None = None, seed: int = 0) -> d
             res[k] = old.get(k)
         res["figures"] = write_figures(res, out_dir, name, f"{name} ({len(items)} answers)")
         report["benchmarks"][name] = res
-    names = list(report["benchmarks"])
+    return _finish(report, out_dir)
+
+
+def _finish(report: dict, out_dir: Path) -> dict:
+    """Presets from the benchmarks (numeric and choice -> closed-form, text -> open-ended), then report.json,
+    presets.json and report.md."""
+    from .qa import BENCHMARKS
+
     b = report["benchmarks"]
-    presets = presets_from_reports([(n, b[n]) for n in names if BENCHMARKS[n][1] != "text"],
-                                   [(n, b[n]) for n in names if BENCHMARKS[n][1] == "text"])
+    presets = presets_from_reports([(n, r) for n, r in b.items() if BENCHMARKS[n][1] != "text"],
+                                   [(n, r) for n, r in b.items() if BENCHMARKS[n][1] == "text"])
+    for p in presets.values():
+        p["settings"] = {k: report[k] for k in ("backend", "samples", "temperature", "limit")}
     report["presets"] = presets
     save_json(report, out_dir / "report.json")
     save_json(presets, out_dir / "presets.json")

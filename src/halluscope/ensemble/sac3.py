@@ -86,8 +86,10 @@ def analyze(items: list[ResponseItem], rows: list[dict[str, float]], comps: list
 
 
 def run_sac3(data_dir=None, limit=None, folds: int = 5, seed: int = 0, encoder=None, nli=None,
-             components=DEFAULT_COMPONENTS, judges: dict | None = None, progress=None) -> dict:
-    items = load_sac3(data_dir, limit)
+             components=DEFAULT_COMPONENTS, judges: dict | None = None, progress=None,
+             items: list[ResponseItem] | None = None) -> dict:
+    """``items``: the answers already loaded by :func:`load_sac3` (else read from ``data_dir``)."""
+    items = items if items is not None else load_sac3(data_dir, limit)
     comps = list(components) + [j for j in (judges or {}) if j not in components]  # a judge given is a component
     scorer = ComponentScorer(encoder, nli, components=tuple(comps), judges=judges)
     rows = scorer.score(items, progress)

@@ -141,25 +141,34 @@ def tune(C: np.ndarray, halluc: np.ndarray, components: list[str], objective: st
     return EnsembleConfig(list(components), [float(x) for x in w], float(tau), objective, mode)
 
 
+def _prf(halluc: np.ndarray, pred: np.ndarray) -> dict[str, float]:
+    """Precision, recall and F1 of the hallucination class."""
+    return {"precision": float(precision_score(halluc, pred, zero_division=0)),
+            "recall": float(recall_score(halluc, pred, zero_division=0)),
+            "f1": float(f1_score(halluc, pred, zero_division=0))}
+
+
+def accuracy_at_tau(conf, halluc) -> list[float]:
+    """The share of correct answers among those with confidence >= tau, for tau = 0, 0.1, ..., 0.9 (003 Figure 1);
+    NaN where no answer is left."""
+    c, h = np.asarray(conf, float), np.asarray(halluc, int)
+    ok = np.isfinite(c)
+    c, h = c[ok], h[ok]
+    return [float(1 - h[c >= t].mean()) if (c >= t).any() else float("nan") for t in TAUS]
+
+
 def evaluate(conf: np.ndarray, halluc: np.ndarray, tau: float) -> dict:
     """AUROC (hallucination as positive, scored by 1 - confidence), precision / recall / F1 at tau, and
-    accuracy-at-tau: the share of correct answers among those with confidence >= tau, for tau = 0, 0.1, ..., 0.9."""
+    accuracy-at-tau."""
     conf, halluc = np.asarray(conf, float), np.asarray(halluc, int)
     ok = np.isfinite(conf)
     c, h = conf[ok], halluc[ok]
-    pred = c < tau
-    acc_at = {}
-    for t in TAUS:
-        keep = c >= t
-        acc_at[str(t)] = float(1 - h[keep].mean()) if keep.any() else float("nan")
     return {
         "auroc": _metric("roc_auc", h, c),
-        "precision": float(precision_score(h, pred, zero_division=0)),
-        "recall": float(recall_score(h, pred, zero_division=0)),
-        "f1": float(f1_score(h, pred, zero_division=0)),
+        **_prf(h, c < tau),
         "threshold": float(tau),
         "n": int(ok.sum()),
-        "accuracy_at_tau": acc_at,
+        "accuracy_at_tau": {str(t): a for t, a in zip(TAUS, accuracy_at_tau(c, h))},
     }
 
 
@@ -178,9 +187,7 @@ def cross_validate(C: np.ndarray, halluc: np.ndarray, components: list[str], fol
     ok = np.isfinite(oof)
     pred = oof < taus
     fig = evaluate(oof, halluc, 0.5)
-    fig.update(precision=float(precision_score(halluc[ok], pred[ok], zero_division=0)),
-               recall=float(recall_score(halluc[ok], pred[ok], zero_division=0)),
-               f1=float(f1_score(halluc[ok], pred[ok], zero_division=0)), threshold=float(np.nanmean(taus)))
+    fig.update(_prf(halluc[ok], pred[ok]), threshold=float(np.nanmean(taus)))
     return fig, oof, taus
 
 
@@ -199,8 +206,6 @@ def component_figures(C: np.ndarray, halluc: np.ndarray, components: list[str], 
         out[name] = {
             "n": int(ok.sum()),  # answers with a value (a judge's missing verdicts are left out)
             "auroc": _metric("roc_auc", halluc, c),
-            "precision": float(precision_score(halluc[ok], pred[ok], zero_division=0)),
-            "recall": float(recall_score(halluc[ok], pred[ok], zero_division=0)),
-            "f1": float(f1_score(halluc[ok], pred[ok], zero_division=0)),
+            **_prf(halluc[ok], pred[ok]),
         }
     return out

@@ -28,6 +28,7 @@ import numpy as np
 
 from ..evaluation.metrics import COLUMNS
 from ..types import Results
+from .plots import pyplot
 
 COLUMN_NAMES = {"nonfact": "NonFact", "nonfact_star": "NonFact*", "factual": "Factual", "pearson": "PCC",
                 "spearman": "SCC"}
@@ -40,21 +41,12 @@ def _png(draw) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _pr_curves(res: Results, methods: list[str], buf) -> None:
     from sklearn.metrics import auc, precision_recall_curve
 
     from ..evaluation.wikibio import labelled_scores
 
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.2, 4.2), dpi=110)
     base = None
     for m in methods:
@@ -78,7 +70,7 @@ def _passage_scatter(res: Results, methods: list[str], buf) -> None:
 
     from ..evaluation.wikibio import labelled_scores
 
-    plt = _plt()
+    plt = pyplot()
     k = len(methods)
     cols = min(3, k)
     rows = (k + cols - 1) // cols
@@ -98,42 +90,25 @@ def _passage_scatter(res: Results, methods: list[str], buf) -> None:
     plt.close(fig)
 
 
-def _shades(res: Results, methods: list[str], infos: dict) -> dict[str, list[list[float]]]:
-    """Per method, per item, per sentence: a shade in [0, 1] (the score if bounded, else its rank)."""
+def _shades_and_ranks(res: Results, methods: list[str], infos: dict):
+    """Per method, per item, per sentence: the shade in [0, 1] (the score if the method is bounded, else its rank)
+    and the rank among all sentences of the file in percent (0 = most consistent); one ranking per method."""
     from scipy.stats import rankdata
 
-    out = {}
+    shades, ranks = {}, {}
+    sizes = np.cumsum([0] + [len(it.sentences) for it in res.items])
+
+    def split(v, digits):
+        return [[round(float(x), digits) for x in v[a:b]] for a, b in zip(sizes[:-1], sizes[1:])]
+
     for m in methods:
         flat = np.concatenate([np.asarray(it.sentence_scores[m], float) for it in res.items]) if res.items else np.zeros(0)
+        fill = np.nanmedian(flat) if np.isfinite(flat).any() else 0.0
+        rank = (rankdata(np.nan_to_num(flat, nan=fill, posinf=1e12, neginf=-1e12)) - 1) / max(1, len(flat) - 1)
         bounded = bool(infos.get(m, {}).get("bounded", False)) or (flat.size and np.nanmin(flat) >= 0 and np.nanmax(flat) <= 1)
-        if bounded:
-            sh = np.clip(np.nan_to_num(flat, nan=0.5), 0, 1)
-        else:
-            v = np.nan_to_num(flat, nan=np.nanmedian(flat) if np.isfinite(flat).any() else 0.0, posinf=1e12, neginf=-1e12)
-            sh = (rankdata(v) - 1) / max(1, len(v) - 1)
-        parts, k = [], 0
-        for it in res.items:
-            n = len(it.sentences)
-            parts.append([round(float(x), 4) for x in sh[k : k + n]])
-            k += n
-        out[m] = parts
-    return out
-
-
-def _ranks(res: Results, methods: list[str]) -> dict[str, list[list[float]]]:
-    from scipy.stats import rankdata
-
-    out = {}
-    for m in methods:
-        flat = np.concatenate([np.asarray(it.sentence_scores[m], float) for it in res.items])
-        v = np.nan_to_num(flat, nan=0.0, posinf=1e12, neginf=-1e12)
-        r = 100 * (rankdata(v) - 1) / max(1, len(v) - 1)
-        parts, k = [], 0
-        for it in res.items:
-            parts.append([round(float(x), 1) for x in r[k : k + len(it.sentences)]])
-            k += len(it.sentences)
-        out[m] = parts
-    return out
+        shades[m] = split(np.clip(np.nan_to_num(flat, nan=0.5), 0, 1) if bounded else rank, 4)
+        ranks[m] = split(100 * rank, 1)
+    return shades, ranks
 
 
 def _evidence_text(ev, samples: list[str] | None) -> str:
@@ -250,8 +225,7 @@ def build_report(results: Results, out: str | Path, title: str = "halluscope rep
     if ensemble:
         sections.append("<h2 id='ensemble'>Response-level detection (tunable ensemble)</h2>"
                         + _ensemble_sections(ensemble, figs))
-    shades = _shades(results, methods, infos)
-    ranks = _ranks(results, methods) if results.items and methods else {}
+    shades, ranks = _shades_and_ranks(results, methods, infos)
     passages = []
     for k, it in enumerate(results.items):
         smp = (samples or {}).get(it.id)

@@ -5,13 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def plot_samples(out: dict[str, dict[int, dict[str, float]]], path, metric: str = "spearman"):
-    """Figure 7: ``metric`` (default passage Spearman) of each method against the number of samples."""
+def pyplot():
+    """matplotlib's pyplot on the Agg backend (no display needed)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def plot_samples(out: dict[str, dict[int, dict[str, float]]], path, metric: str = "spearman"):
+    """Figure 7: ``metric`` (default passage Spearman) of each method against the number of samples."""
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 3.8), dpi=120)
     for m, by_k in out.items():
         by_k = {int(k): v for k, v in by_k.items()}  # JSON keys are strings

@@ -18,6 +18,11 @@ from ..types import MethodInfo
 from .base import MethodScores, PreparedItem
 
 
+def contradiction_share(p: np.ndarray) -> np.ndarray:
+    """P(contradict) = p_c / (p_e + p_c) over the last axis of NLI probabilities (entail, neutral, contradict)."""
+    return p[..., 2] / np.clip(p[..., 0] + p[..., 2], 1e-12, None)
+
+
 class NLIScorer:
     name = "nli"
 
@@ -45,7 +50,7 @@ class NLIScorer:
         out = []
         for it in items:
             p = self.nli.probs(self.pairs(it)).reshape(len(it.sentences), len(it.evidence), 3)
-            c = p[..., 2] / np.clip(p[..., 0] + p[..., 2], 1e-12, None)
+            c = contradiction_share(p)
             s = c.mean(axis=1)
             worst = c.argmax(axis=1)
             evidence = [
