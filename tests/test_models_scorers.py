@@ -7,7 +7,7 @@ from halluscope import Detector
 from halluscope.evaluation.wikibio import evaluate_results
 from halluscope.scorers.base import PreparedItem
 from halluscope.scorers.bertscore import BERTScoreScorer, bertscore_f1
-from halluscope.scorers.nli import NLIScorer
+from halluscope.scorers.nli import NLIScorer, evidence_premises
 from halluscope.types import Record
 
 
@@ -75,8 +75,11 @@ def test_each_unique_text_encoded_once_and_each_pair_computed_once(detector_mode
     f0, p0 = enc.forward_texts, nli.forward_pairs
     det.score(recs)
     items = [PreparedItem.from_record(r) for r in recs]
-    unique_texts = {s for it in items for s in (*it.sentences, *(x for e in it.evidence_sentences(3) for x in e))}
-    unique_pairs = {(e, s) for it in items for s in it.sentences for e in it.evidence}
+    # BERTScore's sample sentences (over 3 words) and the NLI evidence selection's (all) share one encoder pass
+    unique_texts = {s for it in items for s in (*it.sentences, *(x for e in it.evidence_sentences() for x in e))}
+    prem = evidence_premises(enc, [it.sentences for it in items], [it.evidence for it in items], 2)
+    unique_pairs = {(e, s) for it, pr in zip(items, prem) for s, row in zip(it.sentences, pr) for e in row}
+    assert all(len(e) < len(x) for it, pr in zip(items, prem) for row in pr for e, x in zip(row, it.evidence))
     assert enc.forward_texts - f0 <= len(unique_texts)
     assert nli.forward_pairs - p0 <= len(unique_pairs)
     f1, p1 = enc.forward_texts, nli.forward_pairs
@@ -92,7 +95,7 @@ def test_nli_contradiction_direction(detector_models):
     assert p.shape == (2, 3)
     assert p[0, 2] > p[1, 2]
     rec = Record(id="x", response="He was born in Paris.", samples=["He was born in London in 1820."] * 2)
-    ms = NLIScorer(nli).score([PreparedItem.from_record(rec)])["nli"][0]
+    ms = NLIScorer(nli, evidence="sample").score([PreparedItem.from_record(rec)])["nli"][0]
     assert ms.evidence[0]["sample"] in (0, 1) and ms.sentence[0] == pytest.approx(p[0, 2] / (p[0, 0] + p[0, 2]), rel=1e-5)
 
 

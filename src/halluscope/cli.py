@@ -1085,5 +1085,38 @@ def main() -> None:  # pragma: no cover
     app()
 
 
+
+
+@app.command("train-nli")
+def train_nli_cmd(
+    out: Path = typer.Option(..., "--out", "-o", help="Output folder: mixture, checkpoints, and model/ at the end."),
+    data: Optional[Path] = typer.Option(None, "--data", help="The data/nli folder (default: <data>/nli)."),
+    base: str = typer.Option("minilm", "--base", help="Base encoder: 'minilm' or a Hugging Face id / local path."),
+    seed: int = typer.Option(0, "--seed"),
+    epochs: float = typer.Option(2.0, "--epochs"),
+    batch_size: int = typer.Option(32, "--batch-size"),
+    lr: float = typer.Option(6e-5, "--lr"),
+    max_length: int = typer.Option(128, "--max-length"),
+    synthetic: int = typer.Option(15_000, "--synthetic", help="Synthetic sentence-vs-evidence pairs."),
+    scale: float = typer.Option(1.0, "--scale", help="Shrink every source (e.g. 0.01 for a smoke test)."),
+    eval_limit: int = typer.Option(1000, "--eval-limit", help="MNLI dev-matched pairs scored at the end (0 = none)."),
+    stop_after: Optional[float] = typer.Option(None, "--stop-after-minutes", help="Checkpoint and stop (resumable)."),
+):
+    """Train halluscope's own 3-way NLI cross-encoder (entailment / neutral / contradiction) on the documented mixture
+    of data/nli plus synthetic sentence-vs-evidence pairs, evaluate it and export it to OUT/model (resumable)."""
+    from .evaluation.wikibio import default_data_dir
+    from .models.nli_train import train_nli
+
+    data = data or Path(default_data_dir()) / "nli"
+    try:
+        rec = train_nli(data, out, base=base, seed=seed, epochs=epochs, batch_size=batch_size, lr=lr,
+                        max_length=max_length, synthetic=synthetic, scale=scale, eval_limit=eval_limit,
+                        stop_after_minutes=stop_after, log=lambda m: err.print(m, highlight=False))
+    except (FileNotFoundError, ValueError, OSError) as e:
+        err.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2)
+    print(json.dumps(rec.get("metrics", rec), indent=1))
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -106,7 +106,10 @@ class Detector:
     encoder / layer: BERTScore encoder (hub id, local path or ``minilm``) and its layer (default: the last).
     precision: encoder precision, ``auto`` (bf16 where the hardware runs it natively), ``bf16`` or ``fp32``.
     bertscore_baseline: optional bert_score-format baseline file for rescaling.
-    nli: NLI model (``aegis`` or a hub id / local path); nli_sentence_first: feed (sentence, sample) pairs.
+    nli: NLI model (``halluscope-nli``, the packaged default; ``aegis``; or a hub id / local path);
+        nli_sentence_first: feed (sentence, sample) pairs.
+    nli_evidence: the premise SelfCheck-NLI checks a sentence against: the k sample sentences closest to it
+        (an integer, default 2) or ``"sample"`` (the whole sample).
     combine: the methods averaged by ``combination`` (default: every other chosen method).
     learned: the JSON file of the ``learned`` logistic combination (default: the packaged one); its component
         methods are scored too.
@@ -128,6 +131,7 @@ class Detector:
     bertscore_baseline: str | None = None
     nli: str | None = None
     nli_sentence_first: bool = False
+    nli_evidence: int | str = 2
     combine: Sequence[str] | str | None = None
     chunk_size: int = 16
     sentence_split: str = "rule"
@@ -230,7 +234,9 @@ class Detector:
         if "nli" in self.base_methods:
             from .scorers.nli import NLIScorer
 
-            self._scorers.append(NLIScorer(self.nli_model(), sentence_first=self.nli_sentence_first))
+            enc = self.encoder_model() if self.nli_evidence != "sample" else None
+            self._scorers.append(NLIScorer(self.nli_model(), sentence_first=self.nli_sentence_first, encoder=enc,
+                                           evidence=self.nli_evidence))
         return self._scorers
 
     def method_info(self) -> dict[str, MethodInfo]:

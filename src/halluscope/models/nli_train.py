@@ -1,0 +1,256 @@
+"""Training halluscope's own NLI cross-encoder: ``halluscope train-nli`` (the shipped model is made by this code).
+
+A base encoder (default: all-MiniLM-L6-v2 from its pip package; any Hugging Face id or path) gets a 3-way head
+(entailment / neutral / contradiction) and is fine-tuned on :func:`~halluscope.models.nli_data.build_mixture`:
+
+- loss: cross-entropy for 3-way pairs; for 2-way pairs, -log p(entailment) or -log(p(neutral) + p(contradiction));
+- AdamW, linear warm-up (6%) and linear decay over the planned steps, word embeddings frozen (faster on a CPU, and
+  they carry the pre-training vocabulary knowledge); dropout as in the base config;
+- short pairs (``max_length`` 128) in length-grouped batches with dynamic padding; bf16 autocast where the hardware
+  runs it natively, fp32 otherwise;
+- unattended and resumable: the mixture is written once to ``OUT/mixture.jsonl``, a checkpoint every few minutes
+  to ``OUT/checkpoint.pt``; a re-run with the same OUT continues from it;
+- at the end: 3-way accuracy on an evenly spread slice of MNLI dev-matched (never trained on), and the export:
+  ``OUT/model/`` (fp16 safetensors, tokenizer, config with label names) plus ``OUT/model/training.json``
+  (arguments, mixture with licences, metrics, time), which the model card is written from.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from .nli_data import LABELS, Pair, build_mixture, mixture_summary
+
+
+def _load_mixture(out: Path, data: Path, synthetic: int, seed: int, scale: float) -> list[Pair]:
+    path = out / "mixture.jsonl"
+    if path.is_file():
+        return [Pair(**json.loads(line)) for line in path.read_text(encoding="utf-8").splitlines()]
+    pairs = build_mixture(data, synthetic=synthetic, seed=seed, scale=scale)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(asdict(p)) + "\n" for p in pairs), encoding="utf-8")
+    tmp.replace(path)
+    return pairs
+
+
+def _batches(lengths: list[int], batch_size: int, rng: random.Random) -> list[list[int]]:
+    """Shuffle, sort by length inside groups of 64 batches, cut into batches, shuffle the batches."""
+    idx = list(range(len(lengths)))
+    rng.shuffle(idx)
+    group = batch_size * 64
+    out = []
+    for g in range(0, len(idx), group):
+        chunk = sorted(idx[g : g + group], key=lambda i: lengths[i])
+        out += [chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size)]
+    rng.shuffle(out)
+    return out
+
+
+def _loss(logits, labels):
+    """3-way cross-entropy; label 3 (not_entailment) takes -log(p_n + p_c)."""
+    import torch
+
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    three = labels < 3
+    loss = torch.zeros_like(labels, dtype=torch.float32)
+    loss[three] = -logp[three, labels[three]]
+    loss[~three] = -torch.logsumexp(logp[~three, 1:], dim=-1)
+    return loss.mean()
+
+
+def _label_id(label: str) -> int:
+    return LABELS.index(label) if label in LABELS else 3
+
+
+def train_nli(
+    data: str | Path,
+    out: str | Path,
+    base: str = "minilm",
+    seed: int = 0,
+    epochs: float = 2.0,
+    batch_size: int = 32,
+    lr: float = 6e-5,
+    max_length: int = 128,
+    synthetic: int = 15_000,
+    scale: float = 1.0,
+    eval_limit: int = 1000,
+    checkpoint_minutes: float = 10.0,
+    stop_after_minutes: float | None = None,
+    threads: int | None = None,
+    log=print,
+) -> dict:
+    """Train, evaluate and export; returns the training record (also written to ``OUT/model/training.json``).
+    ``stop_after_minutes`` ends the run early with a checkpoint (run again to continue)."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from .encoder import bf16_supported
+    from .registry import resolve_encoder_path
+
+    out, data = Path(out), Path(data)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(seed)
+    if threads:
+        torch.set_num_threads(threads)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    t0 = time.time()
+    pairs = _load_mixture(out, data, synthetic, seed, scale)
+    log(f"mixture: {len(pairs)} pairs ({time.time() - t0:.0f} s)")
+    path = resolve_encoder_path(base)
+    tok = AutoTokenizer.from_pretrained(path)
+    enc = tok([p.premise for p in pairs], [p.hypothesis for p in pairs], truncation="longest_first",
+              max_length=max_length)
+    ids, types = enc["input_ids"], enc.get("token_type_ids")
+    labels = [_label_id(p.label) for p in pairs]
+    lengths = [len(x) for x in ids]
+    model = AutoModelForSequenceClassification.from_pretrained(
+        path, num_labels=3, id2label=dict(enumerate(LABELS)), label2id={k: i for i, k in enumerate(LABELS)})
+    model.base_model.embeddings.word_embeddings.weight.requires_grad_(False)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
+    steps_per_epoch = math.ceil(len(pairs) / batch_size)
+    total = int(steps_per_epoch * epochs)
+    warm = max(1, int(0.06 * total))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min((s + 1) / warm, max(0.0, (total - s) / max(1, total - warm))))
+    step, ckpt = 0, out / "checkpoint.pt"
+    if ckpt.is_file():
+        state = torch.load(ckpt, weights_only=False)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        sched.load_state_dict(state["sched"])
+        step = state["step"]
+        log(f"resumed at step {step}/{total}")
+    use_bf16 = bf16_supported()
+    model.train()
+    last_ckpt, t_train, seen_tokens, ema = time.time(), time.time(), 0, None
+
+    def save_ckpt():
+        tmp = ckpt.with_suffix(".tmp")
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
+                    "step": step}, tmp)
+        tmp.replace(ckpt)
+
+    stopped = False
+    while step < total and not stopped:
+        epoch = step // steps_per_epoch
+        order = _batches(lengths, batch_size, random.Random(seed * 1000 + epoch))
+        for b in order[step - epoch * steps_per_epoch :]:
+            if step >= total:
+                break
+            feats = [{"input_ids": ids[i], **({"token_type_ids": types[i]} if types else {})} for i in b]
+            batch = tok.pad(feats, return_tensors="pt")
+            y = torch.tensor([labels[i] for i in b])
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=use_bf16):
+                logits = model(**batch).logits
+            loss = _loss(logits, y)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            sched.step()
+            opt.zero_grad(set_to_none=True)
+            step += 1
+            seen_tokens += int(batch["attention_mask"].sum())
+            lv = float(loss.detach())
+            ema = lv if ema is None else 0.98 * ema + 0.02 * lv
+            if step % 50 == 0:
+                el = time.time() - t_train
+                log(f"step {step}/{total} epoch {step / steps_per_epoch:.2f} loss {ema:.3f} "
+                    f"lr {sched.get_last_lr()[0]:.2e} {batch_size * 50 / max(el, 1e-9):.1f} pairs/s")
+                t_train = time.time()
+            if time.time() - last_ckpt > checkpoint_minutes * 60:
+                save_ckpt()
+                last_ckpt = time.time()
+            if stop_after_minutes and time.time() - t0 > stop_after_minutes * 60:
+                stopped = True
+                break
+    save_ckpt()
+    if stopped and step < total:
+        log(f"stopped at step {step}/{total}; run again with the same --out to continue")
+        return {"step": step, "total": total, "stopped": True}
+    return export_nli(model, tok, out, pairs, dict(
+        base=base, seed=seed, epochs=epochs, batch_size=batch_size, lr=lr, max_length=max_length,
+        synthetic=synthetic, scale=scale, steps=total, train_seconds=round(time.time() - t0)), data, eval_limit, log)
+
+
+def export_nli(model, tok, out: Path, pairs: list[Pair], args: dict, data: Path, eval_limit: int, log) -> dict:
+    """Evaluate on MNLI dev-matched and write ``OUT/model`` (fp16 safetensors) with ``training.json``."""
+    import torch
+
+    from ..evaluation.nli_bench import evaluate_nli
+    from .nli import HFNLI
+
+    model.eval()
+    dest = out / "model"
+    dest.mkdir(exist_ok=True)
+    model.to(torch.float16).save_pretrained(dest, safe_serialization=True)
+    tok.save_pretrained(dest)
+    model.to(torch.float32)
+    metrics = {}
+    if eval_limit:
+        nli = HFNLI(str(dest), max_length=512)
+        metrics = evaluate_nli(nli, sets=("mnli_dev_matched",), data_dir=data.parent, limit=eval_limit)
+        log(f"MNLI-m 3-way accuracy ({eval_limit} pairs): {metrics['mnli_dev_matched']['accuracy_3way']:.3f}")
+    record = {"args": args, "mixture": mixture_summary(pairs), "metrics": metrics,
+              "labels": list(LABELS), "torch": torch.__version__}
+    (dest / "training.json").write_text(json.dumps(record, indent=1), encoding="utf-8")
+    return record
+
+
+def agreement(a: np.ndarray, b: np.ndarray) -> float:
+    """Largest absolute difference between two probability arrays."""
+    return float(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)).max()) if len(a) else 0.0
+
+
+def model_card(record: dict, evaluation: dict | None = None) -> str:
+    """The model card (MODEL_CARD.md) of an exported model, from its ``training.json`` record and, where given,
+    the output of ``halluscope evaluate-nli --json``."""
+    a = record["args"]
+    lines = [
+        "# halluscope-nli: halluscope's own NLI cross-encoder", "",
+        "## Architecture",
+        f"- Base encoder: `{a['base']}` (all-MiniLM-L6-v2 for `minilm`: 6 layers, 384-d, 22.7M parameters, "
+        "Apache-2.0), with a 3-way classification head on the pooled [CLS] vector.",
+        "- Labels: 0 entailment, 1 neutral, 2 contradiction (`config.id2label`). Input: (premise, hypothesis), "
+        f"trained at most {a['max_length']} tokens; longer premises are read in sentence windows by halluscope.",
+        "- Weights: fp16 safetensors (run in fp32 by default; int8 dynamic quantization as an option).", "",
+        "## Training",
+        f"- Reproduce: `halluscope train-nli --out DIR --seed {a['seed']} --epochs {a['epochs']:g} --lr {a['lr']:g} "
+        f"--batch-size {a['batch_size']} --max-length {a['max_length']} --synthetic {a['synthetic']}` "
+        "(the data folder `data/nli` of the project).",
+        f"- {a['steps']} steps of batch {a['batch_size']}, AdamW with linear warm-up/decay, word embeddings frozen; "
+        f"{a['train_seconds'] / 60:.0f} min on the machine named in EVALUATION.md.", "",
+        "## Data (the mixture, with each source's licence)", "",
+        "| source | pairs | labels | licence |", "|---|---:|---|---|",
+    ]
+    for name, d in sorted(record["mixture"].items(), key=lambda x: -x[1]["pairs"]):
+        labs = ", ".join(f"{k} {v}" for k, v in sorted(d["labels"].items()))
+        lines.append(f"| {name} | {d['pairs']} | {labs} | {d['licence']} |")
+    lines += ["", "Never trained on (reported on): MNLI dev-matched, ANLI R1-R3, XNLI-en, SNLI test, and docnli's "
+              "copies of MNLI. Non-commercial and research-only sources (ANLI, XNLI, SICK, MSRP, SciFact, HealthVer) "
+              "are left out. Share-alike sources (SNLI, MNLI, FEVER, Wikipedia) are in: the weights are distributed "
+              "under their terms (CC BY-SA 4.0) where those apply.", "", "## Metrics", ""]
+    if evaluation:
+        lines += ["| set | n | 3-way accuracy | contradiction vs not |", "|---|---:|---:|---:|"]
+        for name, r in evaluation.items():
+            acc3 = f"{100 * r['accuracy_3way']:.1f}" if "accuracy_3way" in r else "-"
+            lines.append(f"| {name} | {r['n']} | {acc3} | {100 * r['accuracy_contradiction_vs_not']:.1f} |")
+        lines.append("")
+        lines.append("Command: `halluscope evaluate-nli --json` (see EVALUATION.md for the WikiBio and SAC3 rows).")
+    else:
+        for name, r in record.get("metrics", {}).items():
+            lines.append(f"- {name}: 3-way accuracy {100 * r['accuracy_3way']:.1f}% ({r['n']} pairs)")
+    lines += ["", "## Intended use",
+              "Checking whether a short text (a sentence, a claim, an answer) is supported or contradicted by "
+              "sentence-sized evidence (a few sentences of a stochastic sample, a retrieved passage window) inside "
+              "halluscope's consistency methods. Not a general-purpose reasoner: it is small, English-only, and "
+              "was trained on CPU for about an hour; a stronger model is one `--nli ID_OR_PATH` away.", ""]
+    return "\n".join(lines)

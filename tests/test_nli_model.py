@@ -1,0 +1,106 @@
+"""halluscope's own NLI model: it loads offline from the package, gets clear pairs right, gives the same
+probabilities in every precision the CPU offers (within 0.02 of fp32), reads a long premise whole, and its training
+command runs end to end on a tiny slice."""
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from halluscope.models.nli import HFNLI, load_nli
+from halluscope.models.registry import packaged_nli_path
+
+# clear pairs: (premise, hypothesis, label)
+CLEAR = [
+    ("He was born in London in 1820.", "He was born in London.", "entailment"),
+    ("He was born in London in 1820.", "He was born in Paris.", "contradiction"),
+    ("The museum opened in 1998 and has three floors.", "The museum opened in 1998.", "entailment"),
+    ("The museum opened in 1998 and has three floors.", "The museum opened in 1975.", "contradiction"),
+    ("Canberra is the capital of Australia.", "Sydney is the capital of Australia.", "contradiction"),
+    ("Canberra is the capital of Australia.", "Canberra is the capital of Australia.", "entailment"),
+    ("A man is playing a guitar on stage.", "A man is performing music.", "entailment"),
+    ("A man is playing a guitar on stage.", "Nobody is playing an instrument.", "contradiction"),
+    ("A man is playing a guitar on stage.", "The man is a famous singer from Spain.", "neutral"),
+    ("She studied chemistry at the University of Warsaw.", "She won the Nobel Prize twice.", "neutral"),
+    ("The company was founded by two brothers in Ohio.", "The company was founded in Ohio.", "entailment"),
+    ("The company was founded by two brothers in Ohio.", "The company was founded by three sisters.", "contradiction"),
+]
+LABELS = ("entailment", "neutral", "contradiction")
+
+
+@pytest.fixture(scope="module")
+def own():
+    return load_nli()
+
+
+def test_packaged_model_is_offline_default_with_card(own):
+    assert own.name == "halluscope-nli" and isinstance(own, HFNLI)
+    d = packaged_nli_path()
+    card = (d / "MODEL_CARD.md").read_text()
+    for word in ("Architecture", "Data", "licence", "MNLI", "halluscope train-nli"):
+        assert word in card
+    size = sum(f.stat().st_size for f in d.iterdir()) / 2**20
+    assert size < 55, f"packaged model is {size:.0f} MB"
+    assert json.loads((d / "training.json").read_text())["mixture"]
+
+
+def test_clear_pairs(own):
+    p = own.probs([(a, b) for a, b, _ in CLEAR])
+    got = [LABELS[i] for i in p.argmax(1)]
+    wrong = [(c, g) for c, g in zip(CLEAR, got) if c[2] != g]
+    assert not wrong, wrong
+    assert np.allclose(p.sum(1), 1, atol=1e-4)
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        return set(re.findall(r"avx512_vnni|avx512_bf16|amx_bf16|avx2", Path("/proc/cpuinfo").read_text()))
+    except OSError:
+        return set()
+
+
+def test_every_precision_agrees_with_fp32(own):
+    """int8 runs on every x86-64 CPU (7-bit activations: no saturation without VNNI) and must agree with fp32 within
+    0.02 per probability; bf16 is checked where the CPU has it and refused where it does not."""
+    pairs = [(a, b) for a, b, _ in CLEAR]
+    ref = own.probs(pairs)
+    q = load_nli(precision="int8").probs(pairs)
+    assert np.abs(q - ref).max() <= 0.02, np.abs(q - ref).max()
+    if {"avx512_bf16", "amx_bf16"} & _cpu_flags():
+        b = load_nli(precision="bf16").probs(pairs)
+        assert np.abs(b - ref).max() <= 0.02
+    else:
+        with pytest.raises(ValueError, match="bf16"):
+            load_nli(precision="bf16")
+
+
+def test_long_premise_read_whole_in_windows(own):
+    filler = " ".join(f"The committee met on day {i} to discuss the annual budget of the town." for i in range(40))
+    premise = filler + " The bridge was finally opened to traffic in 1931."
+    assert own._len(premise, "x") > own.max_length
+    w = own.windows((premise, "The bridge opened in 1931."))
+    assert len(w) > 1 and "1931" in w[-1][0]
+    before = own.forward_pairs
+    p = own.probs([(premise, "The bridge opened in 1931."), (premise, "The bridge opened in 1950.")])
+    assert own.forward_pairs - before == 2 * len(w)  # every window of both pairs, once
+    assert p[0].argmax() == 0 and p[1].argmax() == 2  # the fact at the end was read
+    own.probs([(premise, "The bridge opened in 1931.")])
+    assert own.forward_pairs - before == 2 * len(w)  # cached
+
+
+def test_train_nli_end_to_end_on_a_tiny_slice(tmp_path, data_dir):
+    from halluscope.models.nli_train import train_nli
+
+    rec = train_nli(data_dir / "nli", tmp_path, epochs=1, scale=0.004, synthetic=20_000, eval_limit=40,
+                    batch_size=16, log=lambda m: None)
+    assert (tmp_path / "model" / "model.safetensors").is_file()
+    assert 0 <= rec["metrics"]["mnli_dev_matched"]["accuracy_3way"] <= 1
+    assert "synthetic" in rec["mixture"] and rec["mixture"]["snli_dev"]["licence"].startswith("CC BY-SA")
+    nli = HFNLI(str(tmp_path / "model"))
+    assert nli.probs([CLEAR[0][:2]]).shape == (1, 3)
+    # resumable: a second run with the same folder finds the finished checkpoint and only re-exports
+    again = train_nli(data_dir / "nli", tmp_path, epochs=1, scale=0.004, synthetic=20_000, eval_limit=0,
+                      batch_size=16, log=lambda m: None)
+    assert again["args"]["steps"] == rec["args"]["steps"]
