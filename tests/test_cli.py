@@ -194,7 +194,7 @@ def test_evaluate_nli_reports_each_standard_set(data_dir):
     r = runner.invoke(app, ["evaluate-nli", "--limit", "30", "--json"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
-    assert set(d) == {"mnli_dev_matched", "anli_r1_test", "anli_r2_test", "anli_r3_test", "xnli_en_test"}
+    assert set(d) == {"mnli_dev_matched", "anli_r1_test", "anli_r2_test", "anli_r3_test", "xnli_en_test", "snli_test"}
     for v in d.values():
         assert v["n"] == 30 and "accuracy_3way" not in v  # the offline model has two classes
         assert 0 <= v["accuracy_contradiction_vs_not"] <= 1 and 0.5 <= v["majority_contradiction_vs_not"] <= 1

@@ -46,7 +46,10 @@ PrecisionOpt = typer.Option("auto", "--precision", help="Encoder precision: auto
                              "natively), bf16 or fp32.")
 SplitOpt = typer.Option("rule", "--sentence-split", help="n-gram (n>1) sentence edges in samples: 'rule' "
                          "(punctuation rule) or 'parser' (spaCy's parser, as the reference; ~20x slower).")
-NliOpt = typer.Option(None, "--nli", help="NLI model: 'aegis' (offline default) or a Hugging Face id / local path.")
+NliOpt = typer.Option(None, "--nli", help="NLI model: 'halluscope-nli' (our packaged model, the default), 'aegis', "
+                      "or a Hugging Face id / local path.")
+NliEvidenceOpt = typer.Option("2", "--nli-evidence", help="SelfCheck-NLI premise: the K sample sentences closest to "
+                              "the sentence (an integer) or 'sample' (the whole sample).")
 DataOpt = typer.Option(None, "--data", help="Data folder holding wikibio/ (default: $HALLUSCOPE_DATA or ../shared/data).")
 
 
@@ -55,12 +58,14 @@ def example_path() -> Path:
 
 
 def _detector(methods, encoder, layer, nli, baseline=None, combine=None, precision="auto", split="rule",
-              learned=None):
+              learned=None, nli_evidence="2"):
     from .pipeline import Detector
 
     try:
+        ev = nli_evidence if nli_evidence == "sample" else int(nli_evidence)
         return Detector(methods=methods, encoder=encoder, layer=layer, nli=nli, bertscore_baseline=baseline,
-                        combine=combine, precision=precision, sentence_split=split, learned=learned)
+                        combine=combine, precision=precision, sentence_split=split, learned=learned,
+                        nli_evidence=ev)
     except ValueError as e:
         err.print(f"[red]error:[/] {e}")
         raise typer.Exit(2)
@@ -125,6 +130,7 @@ def score(
     precision: str = PrecisionOpt,
     split: str = SplitOpt,
     nli: Optional[str] = NliOpt,
+    nli_evidence: str = NliEvidenceOpt,
     baseline: Optional[Path] = typer.Option(None, "--bertscore-baseline", help="bert_score baseline file (rescaling)."),
     combine: Optional[str] = typer.Option(None, "--combine", help="Methods averaged by 'combination'."),
     qa_stage: Optional[list[str]] = typer.Option(None, "--qa-stage", help="STAGE=ID_OR_PATH: the MQAG stages (g1, "
@@ -135,7 +141,8 @@ def score(
     from .io import write_results
 
     recs, errors = _read_records_or_exit(path or example_path())
-    det = _detector(methods, encoder, layer, nli, str(baseline) if baseline else None, combine, precision, split)
+    det = _detector(methods, encoder, layer, nli, str(baseline) if baseline else None, combine, precision, split,
+                    nli_evidence=nli_evidence)
     det.qa_stages = _qa_stages(qa_stage)
     stream = output if output is not None and output.suffix.lower() == ".jsonl" else None
     try:
@@ -184,8 +191,8 @@ def check(
     concurrency: int = typer.Option(4, "--concurrency", help="Parallel requests."),
     rpm: Optional[float] = typer.Option(None, "--rpm", help="Requests-per-minute limit."),
     tpm: Optional[float] = typer.Option(None, "--tpm", help="Tokens-per-minute limit."),
-    cache: Path = typer.Option(Path(".halluscope/cache.sqlite"), "--cache", help="On-disk generation cache "
-                               "(SQLite): a re-run costs nothing."),
+    cache: Optional[Path] = typer.Option(None, "--cache", help="On-disk generation cache (SQLite; default: "
+                                         "$HALLUSCOPE_CACHE or ~/.cache/halluscope): a re-run costs nothing."),
     top_logprobs: int = typer.Option(5, "--top-logprobs", help="Top-k log-probs of the main response (grey-box)."),
     qa_stage: Optional[list[str]] = typer.Option(None, "--qa-stage", help="An MQAG stage as a Hugging Face model: "
                                                  "STAGE=ID_OR_PATH with STAGE g1, g2, a or u ('paper' = the original "
@@ -265,7 +272,7 @@ def check(
         show_results(res)
         s = res.settings["llm"]
         err.print(f"[dim]{s['backend']}: {s['prompt_tokens']} prompt + {s['completion_tokens']} completion tokens, "
-                  f"{s['cached_generations']} generations from the cache ({cache})[/]")
+                  f"{s['cached_generations']} generations from the cache ({sampler.cache.path})[/]")
     if not res.items:
         raise typer.Exit(1)
 
@@ -495,7 +502,10 @@ def _sampler(model, base_url, backend, chat, api_key_env, cache, concurrency=4, 
     except (ValueError, FileNotFoundError, RuntimeError) as e:
         err.print(f"[red]error:[/] {e}")
         raise typer.Exit(2)
-    Path(cache).parent.mkdir(parents=True, exist_ok=True)
+    from .llm.cache import default_cache_path
+
+    cache = Path(cache) if cache else default_cache_path()
+    cache.parent.mkdir(parents=True, exist_ok=True)
     return Sampler(be, cache=str(cache), concurrency=concurrency, rpm=rpm, tpm=tpm)
 
 
@@ -517,7 +527,8 @@ ComponentsOpt = typer.Option(",".join(("exact_match", "non_contradiction", "sema
 ExtJudgeOpt = typer.Option(None, "--external-judge", help="An external LLM judge (003 §3.3): 'local' (the packaged "
                            "model), a GGUF path, or a model name served at --external-judge-url.")
 ExtJudgeUrlOpt = typer.Option(None, "--external-judge-url", help="OpenAI-compatible server of the external judge.")
-CacheOpt = typer.Option(Path(".halluscope/cache.sqlite"), "--cache", help="On-disk generation cache (SQLite): a "
+CacheOpt = typer.Option(None, "--cache", help="On-disk generation cache (SQLite; default: $HALLUSCOPE_CACHE or "
+                        "~/.cache/halluscope/generations.sqlite): a "
                         "re-run costs nothing and an interrupted run resumes.")
 
 
@@ -533,7 +544,7 @@ def ensemble_sac3(
                                       "recorded as missing."),
     cot: int = typer.Option(0, "--cot", help="Also run the chain-of-thought judge (002) with this many self-"
                             "consistency repeats against the set's right answers (needs --external-judge)."),
-    cache: Path = CacheOpt,
+    cache: Optional[Path] = CacheOpt,
     figures: Optional[Path] = typer.Option(None, "--figures", help="Folder for ROC and accuracy-at-tau PNGs."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write all figures and scores as JSON."),
     as_json: bool = typer.Option(False, "--json"),
@@ -633,7 +644,7 @@ def ensemble_qa(
     folds: int = typer.Option(5, "--folds"),
     seed: int = typer.Option(0, "--seed"),
     concurrency: int = typer.Option(1, "--concurrency", help="Parallel requests (1 for a local model)."),
-    cache: Path = CacheOpt,
+    cache: Optional[Path] = CacheOpt,
     data: Optional[Path] = DataOpt,
     out: Path = typer.Option(Path("reports/qa"), "--out", help="Report folder (report.md, report.json, PNGs, "
                              "items_*.jsonl, presets.json)."),
@@ -691,7 +702,8 @@ def ensemble_presets(
                                                 "and choice benchmarks feed the closed-form preset (repeatable)."),
     open_: Optional[list[Path]] = typer.Option(None, "--open", help="JSON of `ensemble sac3 -o`, or report.json of "
                                                "`ensemble qa` (its text benchmarks): the open-ended preset."),
-    out: Path = typer.Option(Path("src/halluscope/data/presets.json"), "--out", "-o"),
+    out: Path = typer.Option(..., "--out", "-o", help="Where to write the presets JSON (use it with `ensemble score "
+                             "--config`; the packaged presets are never overwritten)."),
 ):
     """Rebuild the weight presets for users without graded data from saved results: each group's answers pooled
     (on the components all of them have), AUROC-tuned weights on the simplex, then the F1 threshold. Quote the
@@ -784,7 +796,8 @@ def ensemble_score(
     path: Path = typer.Argument(..., help="JSONL: one answer per line with 'question', 'response' and 'samples' "
                                 "(and optionally 'id', 'correct')."),
     preset: str = typer.Option("open-ended", "--preset", help="closed-form | open-ended (packaged presets)."),
-    config: Optional[Path] = typer.Option(None, "--config", help="Your own tuned EnsembleConfig JSON instead."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Your own tuned EnsembleConfig JSON instead, or a "
+                                          "presets file from `ensemble presets` (with --preset naming the entry)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write one JSON line per answer."),
 ):
     """Confidence of whole answers with a weight preset (or your tuned config): each component, the weighted
@@ -796,7 +809,7 @@ def ensemble_score(
     from .ensemble.tuning import EnsembleConfig
 
     try:
-        cfg = EnsembleConfig.load(config) if config else EnsembleConfig.preset(preset)
+        cfg = EnsembleConfig.load(config, preset) if config else EnsembleConfig.preset(preset)
         items = _answers(path)
     except (OSError, ValueError) as e:
         err.print(f"[red]error:[/] {e}")
@@ -871,17 +884,23 @@ def evaluate_nli_cmd(
     nli: Optional[str] = NliOpt,
     data: Optional[Path] = DataOpt,
     limit: Optional[int] = typer.Option(1000, "--limit", help="Pairs per set, evenly spread (0 = all)."),
+    nli_precision: str = typer.Option("auto", "--nli-precision", help="fp32 (= auto), int8, or bf16 where native."),
+    sets: Optional[str] = typer.Option(None, "--sets", help="Comma-separated subset of the sets (default: all)."),
     as_json: bool = typer.Option(False, "--json"),
 ):
-    """Accuracy of an NLI model on MNLI dev-matched, ANLI R1-R3 test and XNLI-en test: 3-way where the model is
+    """Accuracy of an NLI model on MNLI dev-matched, ANLI R1-R3 test, XNLI-en test and SNLI test: 3-way where it is
     3-way, and contradiction-vs-not for every model (the decision non-contradiction and SelfCheck-NLI rest on)."""
-    from .evaluation.nli_bench import evaluate_nli
+    from .evaluation.nli_bench import SETS, evaluate_nli
     from .models.nli import load_nli
 
     try:
-        model = load_nli(nli)
+        model = load_nli(nli, **({} if nli_precision == "auto" else {"precision": nli_precision}))
         model.progress = _bar if sys.stderr.isatty() and not as_json else None
-        out = evaluate_nli(model, data_dir=data, limit=limit or None)
+        chosen = tuple(x.strip() for x in sets.split(",")) if sets else tuple(SETS)
+        unknown = [x for x in chosen if x not in SETS]
+        if unknown:
+            raise ValueError(f"unknown sets {unknown}; choose from {', '.join(SETS)}")
+        out = evaluate_nli(model, sets=chosen, data_dir=data, limit=limit or None)
     except (FileNotFoundError, ValueError, OSError) as e:
         err.print(f"[red]error:[/] {e}")
         raise typer.Exit(2)
@@ -925,13 +944,15 @@ def reproduce_wikibio(
     precision: str = PrecisionOpt,
     split: str = SplitOpt,
     nli: Optional[str] = NliOpt,
+    nli_evidence: str = NliEvidenceOpt,
     combine: Optional[str] = typer.Option(None, "--combine", help="Methods averaged by 'combination' "
                                           "(default: every other chosen method)."),
     samples: Optional[int] = typer.Option(None, "--samples", help="Use only the first K samples of each passage."),
     llm_model: Optional[str] = typer.Option(None, "--llm-model", help="LLM for 'prompt' and 'qa' (GGUF path, or "
                                             "the server's model name with --base-url; default the packaged Gemma)."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible server for the LLM methods."),
-    cache: Path = typer.Option(Path(".halluscope/cache.sqlite"), "--cache", help="Generation cache for LLM methods."),
+    cache: Optional[Path] = typer.Option(None, "--cache", help="Generation cache for LLM methods (default: "
+                                         "$HALLUSCOPE_CACHE or ~/.cache/halluscope/generations.sqlite)."),
     concurrency: int = typer.Option(4, "--concurrency"),
 ):
     """Score the 238 WikiBio GPT-3 passages and print our figures beside the paper's Tables 3 and 6."""
@@ -939,7 +960,7 @@ def reproduce_wikibio(
     from .evaluation.wikibio import reproduce
 
     det = _detector(methods or "ngram1_max,bertscore,nli,combination", encoder, layer, nli, combine=combine,
-                    precision=precision, split=split)
+                    precision=precision, split=split, nli_evidence=nli_evidence)
     if any(m == "prompt" or m.startswith("qa_") for m in det.methods):
         det.llm = _sampler(llm_model, base_url, "auto", False, "OPENAI_API_KEY", cache, concurrency)
     figures, res = reproduce(detector=det, data_dir=data, passages=_parse_range(passages), output=output,
@@ -1089,7 +1110,8 @@ def main() -> None:  # pragma: no cover
 
 @app.command("train-nli")
 def train_nli_cmd(
-    out: Path = typer.Option(..., "--out", "-o", help="Output folder: mixture, checkpoints, and model/ at the end."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output folder: mixture, checkpoints, and model/ at "
+                                       "the end (required unless --package)."),
     data: Optional[Path] = typer.Option(None, "--data", help="The data/nli folder (default: <data>/nli)."),
     base: str = typer.Option("minilm", "--base", help="Base encoder: 'minilm' or a Hugging Face id / local path."),
     seed: int = typer.Option(0, "--seed"),
@@ -1101,12 +1123,25 @@ def train_nli_cmd(
     scale: float = typer.Option(1.0, "--scale", help="Shrink every source (e.g. 0.01 for a smoke test)."),
     eval_limit: int = typer.Option(1000, "--eval-limit", help="MNLI dev-matched pairs scored at the end (0 = none)."),
     stop_after: Optional[float] = typer.Option(None, "--stop-after-minutes", help="Checkpoint and stop (resumable)."),
+    package: Optional[Path] = typer.Option(None, "--package", help="Instead of training: copy this exported model "
+                                           "folder into the package as the default NLI and write its model card."),
+    evaluation: Optional[Path] = typer.Option(None, "--evaluation", help="With --package: the JSON of "
+                                              "`halluscope evaluate-nli --json` for the card's metrics table."),
 ):
     """Train halluscope's own 3-way NLI cross-encoder (entailment / neutral / contradiction) on the documented mixture
     of data/nli plus synthetic sentence-vs-evidence pairs, evaluate it and export it to OUT/model (resumable)."""
     from .evaluation.wikibio import default_data_dir
     from .models.nli_train import train_nli
 
+    if package:
+        from .models.nli_train import package_model
+
+        ev = json.loads(evaluation.read_text()) if evaluation else None
+        print(package_model(package, evaluation=ev))
+        return
+    if out is None:
+        err.print("[red]error:[/] --out is required (the folder the training writes to)")
+        raise typer.Exit(2)
     data = data or Path(default_data_dir()) / "nli"
     try:
         rec = train_nli(data, out, base=base, seed=seed, epochs=epochs, batch_size=batch_size, lr=lr,

@@ -104,9 +104,13 @@ class EnsembleConfig:
         Path(path).write_text(json.dumps(asdict(self), indent=1) + "\n")
 
     @classmethod
-    def load(cls, path: str | Path) -> "EnsembleConfig":
+    def load(cls, path: str | Path, preset: str | None = None) -> "EnsembleConfig":
+        """One tuned config, or (``preset``) one entry of a presets file written by ``ensemble presets``."""
         try:
-            return cls(**json.loads(Path(path).read_text()))
+            d = json.loads(Path(path).read_text())
+            if "components" not in d and preset in d:
+                d = d[preset]
+            return cls(**d)
         except (OSError, ValueError, TypeError) as e:
             raise ValueError(f"cannot read ensemble config {path}: {e}") from e
 

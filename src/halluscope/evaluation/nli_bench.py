@@ -1,5 +1,5 @@
 """Accuracy of an NLI model on the standard NLI evaluation sets in ``data/nli`` (MNLI dev-matched, ANLI R1-R3 test,
-XNLI-en test): 3-way accuracy for a 3-way model, and for every model the binary contradiction-vs-not accuracy
+XNLI-en test, SNLI test; none of them trained halluscope-nli): 3-way accuracy for a 3-way model, and for every model the binary contradiction-vs-not accuracy
 (what non-contradiction and SelfCheck-NLI use), plus the macro-F1 of that binary decision."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ SETS = {
     "anli_r2_test": "nli/anli_dev_test/anli_r2_test.jsonl",
     "anli_r3_test": "nli/anli_dev_test/anli_r3_test.jsonl",
     "xnli_en_test": "nli/xnli_en_dev_test/xnli_en_test.jsonl",
+    "snli_test": "nli/snli_dev_test/snli_test.jsonl",
 }
 LABELS = ("entailment", "neutral", "contradiction")
 

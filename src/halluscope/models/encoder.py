@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .registry import resolve_encoder_path
+from .registry import quiet_transformers, resolve_encoder_path
 
 
 def bf16_supported() -> bool:
@@ -65,6 +65,7 @@ class Encoder:
             raise ValueError(f"precision must be 'auto', 'fp32' or 'bf16', got {precision!r}")
         self.name = model or "minilm"
         path = resolve_encoder_path(self.name)
+        quiet_transformers()
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.model = AutoModel.from_pretrained(path)
         self.model.eval()

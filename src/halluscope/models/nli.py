@@ -20,7 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .registry import DEFAULT_NLI, aegis_path, resolve_nli_path
+from .registry import DEFAULT_NLI, aegis_path, quiet_transformers, resolve_nli_path
 
 Pair = tuple[str, str]
 
@@ -137,8 +137,6 @@ class HFNLI(NLI):
         super().__init__()
         import torch
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
-        from transformers.utils import logging as hf_logging
-
         from .encoder import bf16_supported
 
         if precision not in ("auto", "fp32", "bf16", "int8"):
@@ -154,8 +152,8 @@ class HFNLI(NLI):
         self.precision = precision
         self.window = window
         self.tokenizer = AutoTokenizer.from_pretrained(path)
-        hf_logging.disable_progress_bar()
-        self.model = AutoModelForSequenceClassification.from_pretrained(path, torch_dtype=torch.float32)
+        quiet_transformers()
+        self.model = AutoModelForSequenceClassification.from_pretrained(path).float()  # shipped fp16, run fp32
         self.model.eval()
         limit = int(getattr(self.model.config, "max_position_embeddings", 512) or 512)
         self.max_length = min(max_length or limit, limit)

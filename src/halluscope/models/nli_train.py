@@ -93,7 +93,7 @@ def train_nli(
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     from .encoder import bf16_supported
-    from .registry import resolve_encoder_path
+    from .registry import quiet_transformers, resolve_encoder_path
 
     out, data = Path(out), Path(data)
     out.mkdir(parents=True, exist_ok=True)
@@ -105,6 +105,7 @@ def train_nli(
     pairs = _load_mixture(out, data, synthetic, seed, scale)
     log(f"mixture: {len(pairs)} pairs ({time.time() - t0:.0f} s)")
     path = resolve_encoder_path(base)
+    quiet_transformers()
     tok = AutoTokenizer.from_pretrained(path)
     enc = tok([p.premise for p in pairs], [p.hypothesis for p in pairs], truncation="longest_first",
               max_length=max_length)
@@ -254,3 +255,19 @@ def model_card(record: dict, evaluation: dict | None = None) -> str:
               "halluscope's consistency methods. Not a general-purpose reasoner: it is small, English-only, and "
               "was trained on CPU for about an hour; a stronger model is one `--nli ID_OR_PATH` away.", ""]
     return "\n".join(lines)
+
+
+def package_model(model_dir: str | Path, dest: str | Path | None = None, evaluation: dict | None = None) -> Path:
+    """Copy an exported model (``OUT/model``) into the package as the shipped default and write its MODEL_CARD.md."""
+    import shutil
+
+    from .registry import packaged_nli_path
+
+    src, dest = Path(model_dir), Path(dest) if dest else packaged_nli_path()
+    record = json.loads((src / "training.json").read_text(encoding="utf-8"))
+    dest.mkdir(parents=True, exist_ok=True)
+    for f in src.iterdir():
+        if f.is_file():
+            shutil.copy2(f, dest / f.name)
+    (dest / "MODEL_CARD.md").write_text(model_card(record, evaluation), encoding="utf-8")
+    return dest

@@ -61,3 +61,12 @@ def resolve_nli_path(name: str) -> str:
                                "with 'halluscope train-nli --out DIR' and pass --nli DIR/model")
         return str(p)
     return resolve_encoder_path(name)
+
+
+def quiet_transformers() -> None:
+    """Only halluscope's own output: transformers' weight-loading bars and load reports are turned off (errors still
+    show). Called by every model loader."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()

@@ -1,0 +1,129 @@
+"""NLI speed and agreement: pairs/s and tokens/s of the NLI model in each precision the CPU offers, the achieved
+GFLOP/s against the machine's measured matrix-multiply ceiling, and how far int8 / bf16 probabilities are from fp32.
+
+    .venv/bin/python benchmarks/bench_nli.py                      # halluscope-nli, 10 WikiBio passages, 20 samples
+    .venv/bin/python benchmarks/bench_nli.py --passages 4 --aegis  # also time the old aegis model
+
+The pairs are the ones SelfCheck-NLI sends for the first K WikiBio passages: sentence-sized evidence (each sentence
+against the 2 closest sentences of each sample, the default) and, for comparison, whole samples (read in sentence
+windows where they exceed the model's window). Prints a table and writes benchmarks/results/nli.json. FLOPs per pair
+are counted as 2 x (non-embedding parameters) x tokens, attention's quadratic term left out (it is small at these
+lengths), so the GFLOP/s figure is a lower bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+
+
+def cpu_info() -> dict:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return {"model": platform.processor()}
+    model = re.search(r"model name\s*:\s*(.*)", text)
+    flags = sorted(set(re.findall(r"\b(avx2|avx512f|avx512_vnni|avx512_bf16|amx_bf16|amx_int8|avx_vnni)\b", text)))
+    return {"model": model.group(1).strip() if model else "?", "flags": flags, "cores": os.cpu_count()}
+
+
+def matmul_ceiling(n: int = 2048, repeats: int = 8) -> dict:
+    import torch
+
+    from halluscope.models.encoder import bf16_supported
+
+    out = {}
+    for dtype in (torch.float32, torch.bfloat16) if bf16_supported() else (torch.float32,):
+        a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+        a @ b
+        t = time.perf_counter()
+        for _ in range(repeats):
+            a @ b
+        out[str(dtype).replace("torch.", "")] = round(2 * n**3 / ((time.perf_counter() - t) / repeats) / 1e9, 1)
+    return out
+
+
+def wikibio_pairs(passages: int, data: str | None, evidence) -> list[tuple[str, str]]:
+    from halluscope.evaluation.wikibio import load_wikibio
+    from halluscope.models.encoder import Encoder
+    from halluscope.scorers.base import PreparedItem
+    from halluscope.scorers.nli import evidence_premises
+
+    items = [PreparedItem.from_record(r) for r in load_wikibio(data, list(range(passages)))]
+    enc = Encoder() if evidence != "sample" else None
+    prem = evidence_premises(enc, [it.sentences for it in items], [it.evidence for it in items], evidence)
+    return list(dict.fromkeys((e, s) for it, pr in zip(items, prem) for s, row in zip(it.sentences, pr) for e in row))
+
+
+def time_model(nli, pairs) -> tuple[dict, np.ndarray]:
+    nli.probs(pairs[:8])
+    nli.clear_cache()
+    nli.forward_pairs = nli.forward_tokens = 0
+    t = time.perf_counter()
+    p = nli.probs(pairs)
+    wall = time.perf_counter() - t
+    row = {"pairs": len(pairs), "forwarded": nli.forward_pairs, "wall_s": round(wall, 2),
+           "pairs_per_s": round(len(pairs) / wall, 1), "tokens_per_s": round(nli.forward_tokens / wall, 1),
+           "mean_tokens": round(nli.forward_tokens / max(nli.forward_pairs, 1), 1)}
+    model = getattr(nli, "model", None)
+    if model is not None and hasattr(model, "base_model"):
+        emb = sum(p.numel() for n, p in model.named_parameters() if "embeddings" in n)
+        total = sum(p.numel() for p in model.parameters())
+        if total > emb:  # quantized modules hide their weights from parameters(): counted from fp32 where known
+            row["gflop_per_s"] = round(2 * (total - emb) * nli.forward_tokens / wall / 1e9, 1)
+    return row, p
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--passages", type=int, default=10)
+    ap.add_argument("--data", default=None)
+    ap.add_argument("--nli", default="halluscope-nli")
+    ap.add_argument("--aegis", action="store_true", help="also time the aegis model")
+    ap.add_argument("--out", default=str(HERE / "results" / "nli.json"))
+    a = ap.parse_args()
+    import torch
+
+    from halluscope.models.encoder import bf16_supported
+    from halluscope.models.nli import load_nli
+
+    torch.set_num_threads(os.cpu_count() or 1)
+    info = {"cpu": cpu_info(), "torch": torch.__version__, "threads": torch.get_num_threads(),
+            "matmul_gflops": matmul_ceiling(), "passages": a.passages}
+    rows = {}
+    for evidence in (2, "sample"):
+        pairs = wikibio_pairs(a.passages, a.data, evidence)
+        ref = None
+        precisions = ["fp32", "int8"] + (["bf16"] if bf16_supported() else [])
+        for prec in precisions:
+            row, p = time_model(load_nli(a.nli, precision=prec), pairs)
+            if ref is None:
+                ref, gflop = p, row.get("gflop_per_s")
+            else:
+                row["max_abs_diff_vs_fp32"] = round(float(np.abs(p - ref).max()), 4)
+                row["top_label_agreement"] = round(float((p.argmax(1) == ref.argmax(1)).mean()), 4)
+                row["gflop_per_s"] = round(gflop * row["tokens_per_s"] / rows[f"{a.nli} fp32 evidence={evidence}"]
+                                           ["tokens_per_s"], 1) if gflop else None
+            rows[f"{a.nli} {prec} evidence={evidence}"] = row
+            print(f"{a.nli:14s} {prec:5s} evidence={str(evidence):6s} " + " ".join(f"{k}={v}" for k, v in row.items()))
+        if a.aegis:
+            row, _ = time_model(load_nli("aegis"), pairs)
+            rows[f"aegis int8 evidence={evidence}"] = row
+            print(f"{'aegis':14s} int8  evidence={str(evidence):6s} " + " ".join(f"{k}={v}" for k, v in row.items()))
+    print(json.dumps(info))
+    path = Path(a.out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"machine": info, "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
