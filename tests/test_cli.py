@@ -59,7 +59,7 @@ def test_bad_input_file_is_reported_and_valid_records_scored(tmp_path):
     p.write_text(json.dumps({"id": "a", "response": "The sky is blue.", "samples": ["The sky is blue."]}) + "\n"
                  + json.dumps({"id": "b", "samples": ["x"]}) + "\n")
     r = runner.invoke(app, ["score", str(p), "--methods", "ngram1_max", "--json"])
-    assert r.exit_code == 0
+    assert r.exit_code == 3  # some records skipped
     assert "record b: field 'response': missing" in r.output
     r = runner.invoke(app, ["score", str(tmp_path / "nope.jsonl")])
     assert r.exit_code == 2 and "does not exist" in r.output

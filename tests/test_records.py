@@ -59,8 +59,8 @@ def test_unreadable_file_and_unknown_format(tmp_path):
     with pytest.raises(RecordError, match="not valid JSON"):
         read_records(tmp_path / "broken.json")
     (tmp_path / "bin.jsonl").write_bytes(b"\xff\xfe\x00garbage")
-    with pytest.raises(RecordError, match="cannot read"):
-        read_records(tmp_path / "bin.jsonl")
+    recs, errs = read_records(tmp_path / "bin.jsonl")  # a line of binary is that line's error, not the file's
+    assert not recs and errs[0].record == "line 1" and "UTF-8" in errs[0].message
 
 
 def test_csv_and_json_inputs(tmp_path):
@@ -115,3 +115,57 @@ def test_record_object_api():
     it = res.items[0]
     assert it.sentences == ["The sky is green."]
     assert it.sentence_scores["ngram1_max"][0] == pytest.approx(__import__("math").log(16))
+
+
+def test_malformed_lines_of_every_kind_are_reported_and_valid_records_scored(tmp_path):
+    """Valid records among malformed lines (invalid UTF-8 bytes included): each valid record is scored, each other
+    line is reported with its record and field (on screen and in OUTPUT.errors.jsonl), and the exit code is 3."""
+    from typer.testing import CliRunner
+
+    from halluscope.cli import app
+
+    good = [json.dumps({**GOOD, "id": f"ok{i}"}).encode() for i in range(3)]
+    bad = [
+        b"null", b"42", b'"a string"', b"[1, 2]", b"{not json",
+        json.dumps({"id": "s-null", "response": "A.", "samples": None}).encode(),
+        json.dumps({"id": "s-empty", "response": "A.", "samples": []}).encode(),
+        json.dumps({"id": "s-missing", "response": "A."}).encode(),
+        json.dumps({"id": "s-int", "response": "A.", "samples": [1]}).encode(),
+        json.dumps({"id": "s-blank", "response": "A.", "samples": ["  "]}).encode(),
+        json.dumps({"id": "r-null", "response": None, "samples": ["x"]}).encode(),
+        json.dumps({"id": "r-num", "response": 3, "samples": ["x"]}).encode(),
+        b'{"id": "surrogate", "response": "Hi \\ud800 there.", "samples": ["x"]}',
+        b'{"id": "s-surrogate", "response": "Hi.", "samples": ["x \\udfff"]}',
+        b'{"id": "bytes", "response": "caf\xe9", "samples": ["x"]}',  # invalid UTF-8 (latin-1 byte)
+        json.dumps({"id": "sent", "response": "A.", "samples": ["x"], "sentences": []}).encode(),
+        json.dumps({"id": "lab", "response": "A.", "samples": ["x"], "sentences": ["A."], "labels": [1, 0]}).encode(),
+        json.dumps({"id": "ok0", "response": "dup.", "samples": ["x"]}).encode(),  # duplicate id
+        json.dumps({"id": "prompt", "response": "A.", "samples": ["x"], "prompt": 5}).encode(),
+    ]
+    lines = [good[0], *bad[:10], good[1], *bad[10:], good[2]]
+    src = tmp_path / "mixed.jsonl"
+    src.write_bytes(b"\n".join(lines) + b"\n")
+    recs, errs = read_records(src)
+    assert [r.id for r in recs] == ["ok0", "ok1", "ok2"]
+    assert len(errs) == len(bad)
+    by = {e.record: e.field for e in errs}
+    assert by["s-null"] == by["s-empty"] == by["s-missing"] == "samples"
+    assert by["surrogate"] == "response" and by["s-surrogate"] == "samples[0]"
+    assert by["line 2"] == "<record>"  # the JSON null line
+    assert sum(e.field == "<text>" for e in errs) == 1  # the invalid UTF-8 line
+
+    out = tmp_path / "res.jsonl"
+    r = CliRunner().invoke(app, ["score", str(src), "--methods", "ngram1_max", "-o", str(out), "--json"])
+    assert r.exit_code == 3, r.output
+    assert [json.loads(x)["id"] for x in out.read_text().splitlines()] == ["ok0", "ok1", "ok2"]
+    side = [json.loads(x) for x in (tmp_path / "res.jsonl.errors.jsonl").read_text().splitlines()]
+    assert len(side) == len(bad) and all({"record", "field", "error"} <= set(x) for x in side)
+
+
+def test_empty_file_and_no_samples_column_say_why(tmp_path):
+    (tmp_path / "empty.jsonl").write_text("\n")
+    with pytest.raises(RecordError, match="empty"):
+        read_records(tmp_path / "empty.jsonl")
+    (tmp_path / "no_samples.csv").write_text("id,response\na,The sky is blue.\n")
+    recs, errs = read_records(tmp_path / "no_samples.csv")
+    assert not recs and errs[0].field == "samples" and "missing" in errs[0].message

@@ -159,8 +159,24 @@ def score(
         show_results(res)
     if output is not None:
         err.print(f"results written to {output}")
+    _exit_for_skipped(res, output)
+
+
+def _exit_for_skipped(res, output: Optional[Path]) -> None:
+    """Skipped records go to OUTPUT.errors.jsonl beside the results (a pipeline reads them there); the exit code
+    says what happened: 0 all scored, 1 none scored, 3 some records skipped."""
+    from .io import write_errors
+
+    if res.errors:
+        if output is not None:
+            side = write_errors(res.errors, output.with_name(output.name + ".errors.jsonl"))
+            err.print(f"[yellow]{len(res.errors)} records skipped[/] (listed in {side})")
+        else:
+            err.print(f"[yellow]{len(res.errors)} records skipped[/] (listed above)")
     if not res.items:
         raise typer.Exit(1)
+    if res.errors:
+        raise typer.Exit(3)
 
 
 @app.command()
@@ -238,13 +254,16 @@ def check(
         text = d.main.text
         lead = len(text) - len(text.lstrip())
         toks = [dict(vars(t), offset=t.offset - lead) for t in (d.main.tokens or [])]
-        rec = {"id": str(i), "prompt": p, "response": text.strip(), "samples": [s.text.strip() for s in d.samples]}
+        samples = [s.text.strip() for s in d.samples]
+        used = [x for x in samples if x]  # an empty sample says nothing: left out, and the result counts it
+        rec = {"id": str(i), "prompt": p, "response": text.strip(), "samples": used}
         try:
             r = Record.from_dict(rec, i)
         except RecordError as e:
             problems.append(e.to_dict())
             continue
-        r.meta = {"tokens": toks, "usage": d.usage(), "backend": be.cache_id()}
+        r.meta = {"tokens": toks, "usage": d.usage(), "backend": be.cache_id(), "samples_used": len(used),
+                  "samples_empty": len(samples) - len(used)}
         records.append(r)
     for pr in problems:
         err.print(f"[yellow]skipped[/] record {pr['record']}: {pr['field']}: {pr['error']}")

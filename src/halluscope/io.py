@@ -37,20 +37,24 @@ def _normalize_keys(d: Mapping[str, Any]) -> dict:
     return out
 
 
-def records_from_objects(objs: Iterable[Any]) -> tuple[list[Record], list[RecordError]]:
+_BAD = object()  # a line that could not be read (already reported): keeps the numbering
+
+
+def records_from_objects(objs: Iterable[Any], need_samples: bool = True) -> tuple[list[Record], list[RecordError]]:
     """Validate raw dicts (or :class:`Record` objects) one by one; return the valid records and the errors."""
     records: list[Record] = []
     errors: list[RecordError] = []
     seen: set[str] = set()
     for i, obj in enumerate(objs):
-        if obj is None:  # a line that was not valid JSON (already reported): keeps the numbering
+        if obj is _BAD:  # a line that could not be read (already reported): keeps the numbering
             continue
         if isinstance(obj, Record):
             rec = obj
             rec.id = rec.id or str(i)
         else:
             try:
-                rec = Record.from_dict(_normalize_keys(obj) if isinstance(obj, Mapping) else obj, index=i)
+                rec = Record.from_dict(_normalize_keys(obj) if isinstance(obj, Mapping) else obj, index=i,
+                                       need_samples=need_samples)
             except RecordError as e:
                 errors.append(e)
                 continue
@@ -83,50 +87,81 @@ def _csv_rows(path: Path) -> Iterable[dict]:
             yield out
 
 
-def read_records(path: str | Path) -> tuple[list[Record], list[RecordError]]:
+def _jsonl_objects(raw: bytes) -> tuple[list[Any], list[RecordError]]:
+    """One object per line, each line decoded and parsed on its own: invalid UTF-8, invalid JSON and a line that
+    is not an object become errors naming the line; blank lines are skipped."""
+    objs: list[Any] = []
+    bad: list[RecordError] = []
+    for lineno, line in enumerate(raw.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        where = f"line {lineno}"
+        try:
+            obj = json.loads(line.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            bad.append(RecordError(where, "<text>", f"not valid UTF-8 (byte {e.start})"))
+            objs.append(_BAD)
+            continue
+        except json.JSONDecodeError as e:
+            bad.append(RecordError(where, "<json>", f"not valid JSON: {e.msg}"))
+            objs.append(_BAD)
+            continue
+        if not isinstance(obj, Mapping):
+            bad.append(RecordError(where, "<record>", f"expected an object, got {json.dumps(obj)[:40]}"))
+            objs.append(_BAD)
+            continue
+        objs.append(obj)
+    return objs, bad
+
+
+def read_records(path: str | Path, need_samples: bool = True) -> tuple[list[Record], list[RecordError]]:
     """Read records from a ``.jsonl``, ``.json`` or ``.csv`` file.
 
     JSONL: one object per line. JSON: a list of objects, or ``{"records": [...]}``. CSV: columns ``response``,
-    ``samples`` (a JSON list) or ``sample_1..sample_N``, optional ``id``, ``prompt``, ``sentences``/``labels`` (JSON
-    lists). Lines that are not valid JSON become errors naming the line; the other records are still returned.
+    ``samples`` (a JSON list) or ``sample_1..sample_N``, optional ``id``, ``prompt`` (or ``question``),
+    ``sentences``/``labels`` (JSON lists). Every line or record that cannot be used becomes an error naming it and
+    the field; the other records are still returned. A file with no record at all is an error of its own.
     """
     path = Path(path)
     if not path.is_file():
         raise RecordError(str(path), "<file>", "file does not exist")
-    try:
-        text = path.read_text(encoding="utf-8") if path.suffix.lower() != ".csv" else None
-    except (OSError, UnicodeDecodeError) as e:
-        raise RecordError(str(path), "<file>", f"cannot read file: {e}") from e
     suffix = path.suffix.lower()
+    if suffix not in (".jsonl", ".json", ".csv"):
+        raise RecordError(str(path), "<file>", f"unknown file type {suffix!r} (use .jsonl, .json or .csv)")
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise RecordError(str(path), "<file>", f"cannot read file: {e}") from e
+    if not raw.strip():
+        raise RecordError(str(path), "<file>", "the file is empty: no records to score")
     if suffix == ".csv":
         try:
-            return records_from_objects(list(_csv_rows(path)))
+            return records_from_objects(list(_csv_rows(path)), need_samples)
         except (OSError, UnicodeDecodeError, csv.Error) as e:
             raise RecordError(str(path), "<file>", f"cannot read CSV: {e}") from e
     if suffix == ".jsonl":
-        objs: list[Any] = []
-        bad: list[RecordError] = []
-        for lineno, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                objs.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                bad.append(RecordError(f"line {lineno}", "<json>", f"not valid JSON: {e.msg}"))
-                objs.append(None)  # keep positions so record indices stay the line order
-        recs, errs = records_from_objects(objs)
+        objs, bad = _jsonl_objects(raw)
+        recs, errs = records_from_objects(objs, need_samples)
         return recs, bad + errs
-    if suffix == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise RecordError(str(path), "<file>", f"not valid JSON: {e.msg} at line {e.lineno}") from e
-        if isinstance(data, Mapping) and "records" in data:
-            data = data["records"]
-        if not isinstance(data, list):
-            raise RecordError(str(path), "<file>", "a JSON file must hold a list of records or {'records': [...]}")
-        return records_from_objects(data)
-    raise RecordError(str(path), "<file>", f"unknown file type {suffix!r} (use .jsonl, .json or .csv)")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise RecordError(str(path), "<file>", f"not valid UTF-8 (byte {e.start})") from e
+    except json.JSONDecodeError as e:
+        raise RecordError(str(path), "<file>", f"not valid JSON: {e.msg} at line {e.lineno}") from e
+    if isinstance(data, Mapping) and "records" in data:
+        data = data["records"]
+    if not isinstance(data, list):
+        raise RecordError(str(path), "<file>", "a JSON file must hold a list of records or {'records': [...]}")
+    return records_from_objects(data, need_samples)
+
+
+def write_errors(errors: list[RecordError], path: str | Path) -> Path:
+    """The skipped records of a run as JSON lines (record, field, error): the sidecar a pipeline reads."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(e.to_dict()) + "\n" for e in errors), encoding="utf-8")
+    return path
 
 
 # ---------------------------------------------------------------------------------------------------- results

@@ -26,6 +26,23 @@ class RecordError(ValueError):
         return {"record": self.record, "field": self.field, "error": self.message}
 
 
+def _text(rid: str, field: str, value: Any, allow_empty: bool = False) -> str:
+    """A text field: a string, not blank (unless allowed), and valid Unicode (no lone surrogate such as the
+    '\\ud800' a cut emoji leaves), so it can be written out as UTF-8."""
+    if value is None:
+        raise RecordError(rid, field, "missing")
+    if not isinstance(value, str):
+        raise RecordError(rid, field, f"must be a string, got {type(value).__name__}")
+    if not allow_empty and not value.strip():
+        raise RecordError(rid, field, "empty text")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise RecordError(rid, field, f"not valid Unicode text at character {e.start} (a lone surrogate, e.g. "
+                          "from a cut emoji)") from None
+    return value
+
+
 @dataclass
 class Record:
     """One answer to check: the main ``response`` and N stochastic ``samples`` drawn from the same prompt.
@@ -45,31 +62,27 @@ class Record:
     meta: dict = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any], index: int | str = 0) -> "Record":
-        """Validate a raw mapping and build a record; raises :class:`RecordError` naming the record and field."""
+    def from_dict(cls, d: Mapping[str, Any], index: int | str = 0, need_samples: bool = True) -> "Record":
+        """Validate a raw mapping and build a record; raises :class:`RecordError` naming the record and field.
+        ``need_samples=False`` accepts a record without samples (they are drawn later, e.g. by ``check``)."""
         if not isinstance(d, Mapping):
             raise RecordError(str(index), "<record>", f"expected an object, got {type(d).__name__}")
         rid = d.get("id")
         rid = str(index) if rid is None or rid == "" else str(rid)
+        rid = rid.encode("utf-8", "backslashreplace").decode("utf-8")  # an id is always printable and writable
 
-        response = d.get("response")
-        if response is None:
-            raise RecordError(rid, "response", "missing")
-        if not isinstance(response, str):
-            raise RecordError(rid, "response", f"must be a string, got {type(response).__name__}")
-        if not response.strip():
-            raise RecordError(rid, "response", "empty text")
-
-        samples = d.get("samples", [])
-        if samples is None:
+        response = _text(rid, "response", d.get("response"))
+        samples = d.get("samples")
+        if samples is None or (isinstance(samples, (list, tuple)) and not samples):
+            if need_samples:
+                what = "missing" if samples is None else "empty list"
+                raise RecordError(rid, "samples", f"{what}: nothing to check the response against (give N sampled "
+                                  "answers of the same prompt, or let `halluscope check` draw them)")
             samples = []
         if isinstance(samples, str) or not isinstance(samples, (list, tuple)):
             raise RecordError(rid, "samples", f"must be a list of strings, got {type(samples).__name__}")
         for k, s in enumerate(samples):
-            if not isinstance(s, str):
-                raise RecordError(rid, f"samples[{k}]", f"must be a string, got {type(s).__name__}")
-            if not s.strip():
-                raise RecordError(rid, f"samples[{k}]", "empty text")
+            _text(rid, f"samples[{k}]", s)
 
         sentences = d.get("sentences")
         if sentences is not None:
@@ -78,8 +91,7 @@ class Record:
             if not sentences:
                 raise RecordError(rid, "sentences", "empty list")
             for k, s in enumerate(sentences):
-                if not isinstance(s, str) or not s.strip():
-                    raise RecordError(rid, f"sentences[{k}]", "must be a non-empty string")
+                _text(rid, f"sentences[{k}]", s)
             sentences = list(sentences)
 
         labels = d.get("labels")
@@ -94,13 +106,13 @@ class Record:
                 )
             labels = [_label_value(rid, k, v) for k, v in enumerate(labels)]
 
-        prompt = d.get("prompt")
-        if prompt is not None and not isinstance(prompt, str):
-            raise RecordError(rid, "prompt", "must be a string")
+        prompt = d.get("prompt", d.get("question"))  # 'question' is accepted as an alias of 'prompt'
+        if prompt is not None:
+            _text(rid, "prompt", prompt, allow_empty=True)
         reference = d.get("reference")
-        if reference is not None and not isinstance(reference, str):
-            raise RecordError(rid, "reference", "must be a string")
-        known = {"id", "response", "samples", "sentences", "labels", "prompt", "reference"}
+        if reference is not None:
+            _text(rid, "reference", reference, allow_empty=True)
+        known = {"id", "response", "samples", "sentences", "labels", "prompt", "question", "reference"}
         meta = {k: v for k, v in d.items() if k not in known}
         return cls(
             response=response,
