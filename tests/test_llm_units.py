@@ -76,3 +76,28 @@ def test_topk_entropy_and_token_to_sentence_mapping():
     assert list(m["avg_nlp"]) == pytest.approx([3.5 / 3, 3.3 / 3])
     assert list(m["max_nlp"]) == pytest.approx([2.0, 3.0])
     assert np.isnan(m["avg_entropy"]).all()  # no top-k returned: entropy unknown, not zero
+
+
+def test_unreachable_server_stops_at_once_with_one_message():
+    """A server that never answers (nothing listens on the port) fails the run at once: no retries of every job,
+    one message naming the URL; the CLI turns it into one line and exit 2."""
+    import socket
+
+    from typer.testing import CliRunner
+
+    from halluscope.cli import app
+    from halluscope.llm.base import UnreachableError
+    from halluscope.llm.http import OpenAIBackend
+    from halluscope.llm.sampler import Sampler
+
+    with socket.socket() as s:  # a free port on loopback with no listener
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    be = OpenAIBackend("m", base_url=url, api_key_env="")
+    with pytest.raises(UnreachableError, match=f"cannot connect to {url}"):
+        Sampler(be, concurrency=4).draw(["Q?", "R?"], n=10)
+    assert be.retries == 0
+    r = CliRunner().invoke(app, ["check", "Q?", "-n", "5", "--base-url", url, "--model", "m", "--cache",
+                                 "/tmp/halluscope-test-unreachable.sqlite"])
+    assert r.exit_code == 2 and r.output.count("cannot connect") == 1, r.output

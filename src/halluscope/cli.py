@@ -242,8 +242,14 @@ def check(
     stop = () if chat else ("\nQuestion:", "\n\n")
     total = len(items) * (n + 1)
     bar = _bar("sampling", total) if sys.stderr.isatty() and not as_json else None
-    draws = sampler.draw(texts, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed,
-                         top_logprobs=top_logprobs, stop=stop, progress=(lambda k: bar(k)) if bar else None)
+    from .llm.base import UnreachableError
+
+    try:
+        draws = sampler.draw(texts, n=n, temperature=temperature, max_tokens=max_tokens, seed=seed,
+                             top_logprobs=top_logprobs, stop=stop, progress=(lambda k: bar(k)) if bar else None)
+    except UnreachableError as e:
+        err.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2)
     if bar:
         bar(None)
     records, problems = [], []
@@ -1121,12 +1127,6 @@ def _parse_range(s: Optional[str]) -> Optional[list[int]]:
     return out
 
 
-def main() -> None:  # pragma: no cover
-    app()
-
-
-
-
 @app.command("train-nli")
 def train_nli_cmd(
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output folder: mixture, checkpoints, and model/ at "
@@ -1170,6 +1170,17 @@ def train_nli_cmd(
         err.print(f"[red]error:[/] {e}")
         raise typer.Exit(2)
     print(json.dumps(rec.get("metrics", rec), indent=1))
+
+
+def main() -> None:  # pragma: no cover
+    """The console entry point: the app, with a server that never answered reported in one line (exit 2)."""
+    from .llm.base import UnreachableError
+
+    try:
+        app()
+    except UnreachableError as e:
+        err.print(f"[red]error:[/] {e}")
+        sys.exit(2)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -87,6 +87,11 @@ class LLMError(RuntimeError):
     """A generation that failed for good (after the bounded retries), or a bad answer from the server."""
 
 
+class UnreachableError(LLMError):
+    """The server never answered (connection refused, unknown host): retrying every request would only cost time,
+    so the run stops at once with this one message."""
+
+
 class Backend(ABC):
     """An LLM. ``complete`` must be safe to call from several threads (backends that are not serialize inside)."""
 

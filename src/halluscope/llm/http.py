@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
 
-from .base import Backend, Generation, GenParams, LLMError, TokenLogprob
+from .base import Backend, Generation, GenParams, LLMError, TokenLogprob, UnreachableError
 
 
 class RetryableError(LLMError):
@@ -75,6 +75,7 @@ class OpenAIBackend(Backend):
             headers["Authorization"] = f"Bearer {key}"
         self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
         self.retries = 0  # how many retries this backend made (for tests and reports)
+        self._reached = False  # has the server answered once? Before that, a refused connection is not retried
 
     def cache_id(self) -> str:
         return f"{self.kind}:{self.base_url}:{self.model}:{self.mode}"
@@ -94,7 +95,14 @@ class OpenAIBackend(Backend):
         try:
             for attempt in retrying:
                 with attempt:
-                    return self._once(prompt, params)
+                    try:
+                        gen = self._once(prompt, params)
+                    except httpx.ConnectError as e:
+                        if not self._reached:
+                            raise UnreachableError(f"cannot connect to {self.base_url}: {e} (is the server running, "
+                                                   "and is the URL right?)") from None
+                        raise
+                    return gen
         except (RetryableError, httpx.TimeoutException, httpx.TransportError) as e:
             raise LLMError(f"{self.base_url}: gave up after {self.max_retries + 1} attempts: {e}") from e
         raise LLMError("unreachable")  # pragma: no cover
@@ -130,6 +138,7 @@ class OpenAIBackend(Backend):
     def _once(self, prompt: str, params: GenParams) -> Generation:
         path = "/completions" if self.mode == "completions" else "/chat/completions"
         resp = self._client.post(path, json=self._payload(prompt, params))
+        self._reached = True
         if resp.status_code == 429 or resp.status_code >= 500:
             raise RetryableError(f"HTTP {resp.status_code}", _retry_after(resp))
         if resp.status_code >= 400:

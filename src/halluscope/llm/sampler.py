@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .base import Backend, Generation, GenParams, LLMError
+from .base import Backend, Generation, GenParams, LLMError, UnreachableError
 from .cache import GenerationCache
 
 
@@ -105,13 +105,19 @@ class Sampler:
         return gen
 
     def run(self, jobs: list[tuple[str, GenParams, int]], progress: Callable[[int], None] | None = None):
-        """Generate every (prompt, params, index) job; returns one Generation or LLMError per job, in order."""
+        """Generate every (prompt, params, index) job; returns one Generation or LLMError per job, in order. A server
+        that never answers raises :class:`UnreachableError` at once (one message, no retries of every job)."""
         out: list[Generation | LLMError | None] = [None] * len(jobs)
+        unreachable: list[UnreachableError] = []
 
         def one(k: int):
+            if unreachable:  # the server never answered: the other jobs would fail the same way
+                return
             p, params, idx = jobs[k]
             try:
                 out[k] = self.generate(p, params, idx)
+            except UnreachableError as e:
+                unreachable.append(e)
             except LLMError as e:
                 out[k] = e
             if progress:
@@ -123,6 +129,8 @@ class Sampler:
         else:
             with ThreadPoolExecutor(self.concurrency) as ex:
                 list(ex.map(one, range(len(jobs))))
+        if unreachable:
+            raise unreachable[0]
         return out
 
     def draw(
