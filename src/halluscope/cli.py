@@ -146,7 +146,7 @@ def score(
     det.qa_stages = _qa_stages(qa_stage)
     stream = output if output is not None and output.suffix.lower() == ".jsonl" else None
     try:
-        res = det.score(recs, output=stream, resume=resume, progress=sys.stderr.isatty())
+        res = det.score(recs, output=stream, resume=resume, progress=True)
     except ValueError as e:
         err.print(f"[red]error:[/] {e}")
         raise typer.Exit(2)
@@ -241,7 +241,7 @@ def check(
     texts = [tmpl.replace("{prompt}", p) for p in items]
     stop = () if chat else ("\nQuestion:", "\n\n")
     total = len(items) * (n + 1)
-    bar = _bar("sampling", total) if sys.stderr.isatty() and not as_json else None
+    bar = _bar("sampling", total)
     from .llm.base import UnreachableError
 
     try:
@@ -277,7 +277,7 @@ def check(
     det.llm = sampler
     det.qa_stages = _qa_stages(qa_stage)
     try:
-        res = det.score(records, progress=sys.stderr.isatty() and not as_json)
+        res = det.score(records, progress=True)
     except (ValueError, RuntimeError) as e:
         err.print(f"[red]error:[/] {e}")
         raise typer.Exit(2)
@@ -418,7 +418,7 @@ def evaluate(
             err.print(f"[yellow]warning:[/] {len(unlabelled)} records have no labels and are left out of the figures")
         det = _detector(methods, encoder, layer, nli, precision=precision, split=split,
                         learned=str(learned) if learned else None)
-        res = det.score(recs, progress=sys.stderr.isatty())
+        res = det.score(recs, progress=True)
         if output:
             write_results(res, output)
     try:
@@ -485,7 +485,7 @@ def train_learned(
         res.items = [res.items[i] for i in positions] if positions is not None else res.items
     else:
         det = _detector(",".join(comps), None, None, nli, precision=precision)
-        res = det.score(load_wikibio(data, positions), progress=sys.stderr.isatty())
+        res = det.score(load_wikibio(data, positions), progress=True)
     try:
         model = LearnedCombination.fit(res, comps, C=c, trained_on=f"WikiBio GPT-3 passages {passages}")
     except ValueError as e:
@@ -580,7 +580,7 @@ def ensemble_sac3(
     from .ensemble.sac3 import load_sac3, run_sac3
 
     judges = _judges(False, None, external_judge, external_judge_url, "auto", "OPENAI_API_KEY", cache, judge_retries)
-    tty = sys.stderr.isatty() and not as_json
+    tty = True  # progress on stderr: a bar on a terminal, plain lines elsewhere
     from .models.nli import load_nli
 
     nli_model = load_nli()
@@ -693,14 +693,14 @@ def ensemble_qa(
     from .models.nli import load_nli
 
     nli_model = load_nli()
-    nli_model.progress = _bar if sys.stderr.isatty() else None
+    nli_model.progress = _bar
     names = [b.strip() for b in benchmarks.split(",") if b.strip()]
     sampler = _sampler(model, base_url, backend, chat, api_key_env, cache, concurrency)
     judges = _judges(self_judge, sampler, external_judge, external_judge_url, "auto", api_key_env, cache, judge_retries)
     try:
         rep = run_qa(names, sampler, out, data, limit, n, temperature, folds, seed,
                      [c.strip() for c in components.split(",") if c.strip()], judges, nli=nli_model,
-                     console=err if sys.stderr.isatty() else None)
+                     console=err)
     except (FileNotFoundError, ValueError) as e:
         err.print(f"[red]error:[/] {e}")
         raise typer.Exit(2)
@@ -920,7 +920,7 @@ def evaluate_nli_cmd(
 
     try:
         model = load_nli(nli, **({} if nli_precision == "auto" else {"precision": nli_precision}))
-        model.progress = _bar if sys.stderr.isatty() and not as_json else None
+        model.progress = _bar
         chosen = tuple(x.strip() for x in sets.split(",")) if sets else tuple(SETS)
         unknown = [x for x in chosen if x not in SETS]
         if unknown:
@@ -989,7 +989,7 @@ def reproduce_wikibio(
     if any(m == "prompt" or m.startswith("qa_") for m in det.methods):
         det.llm = _sampler(llm_model, base_url, "auto", False, "OPENAI_API_KEY", cache, concurrency)
     figures, res = reproduce(detector=det, data_dir=data, passages=_parse_range(passages), output=output,
-                             resume=resume, progress=sys.stderr.isatty() and not as_json,
+                             resume=resume, progress=True,
                              evidence=(lambda r: r.samples[:samples]) if samples else None)
     err.print(f"[dim]{len(res)} passages in {res.settings.get('seconds', 0):.1f}s; per scorer: "
               f"{json.dumps(res.settings.get('scorer_seconds', {}))}[/]")
@@ -1021,7 +1021,7 @@ def reproduce_samples(
 
     det = _detector(methods or "ngram1_max,bertscore", encoder, layer, nli, precision=precision, split=split)
     kk = _parse_range(ks) or list(range(1, 21))
-    bar = _bar("sample counts N", len(kk)) if sys.stderr.isatty() else None
+    bar = _bar("sample counts N", len(kk))
     out = ablation_samples(det.methods, ks=kk, data_dir=data, passages=_parse_range(passages), detector=det,
                            progress=(lambda k: bar(1)) if bar else (lambda k: err.print(f"[dim]N={k} done[/]")))
     if bar:
@@ -1088,11 +1088,7 @@ def reproduce_layers(
 
     state = {}
 
-    def progress(i, n):  # a bar with ETA on a terminal, a line per passage otherwise
-        if not sys.stderr.isatty():
-            if not as_json:
-                err.print(f"[dim]{i}/{n} passages[/]")
-            return
+    def progress(i, n):  # a bar with ETA on a terminal, plain lines otherwise (rich_bar decides)
         if "bar" not in state:
             state["bar"], state["done"] = _bar("passages", n), 0
         state["bar"](i - state["done"])  # i counts the passages done so far

@@ -368,7 +368,31 @@ def _progress(progress, total: int):
 
 
 def rich_bar(label: str, total: int, console=None):
-    """A rich progress bar with count, elapsed time and ETA; returns ``step(n)``, ``step(None)`` closes it."""
+    """Progress with count, rate and time left; returns ``step(n)``, ``step(None)`` closes it. On a terminal a rich
+    bar; elsewhere (a log, a pipe, CI) a plain line at most every 15 s and at the end, so a long run is never silent."""
+    import time
+
+    from rich.console import Console
+
+    console = console or Console(stderr=True)
+    if not console.is_terminal:
+        t0, last, done = time.monotonic(), [0.0], [0]
+
+        def line(n):
+            now = time.monotonic()
+            if n is not None:
+                done[0] += n
+                if now - last[0] < 15 and done[0] < total:
+                    return
+            last[0] = now
+            el = max(now - t0, 1e-9)
+            rate = done[0] / el
+            left = (total - done[0]) / rate if rate > 0 else float("nan")
+            eta = f", {left:.0f} s left" if left == left and done[0] < total else ""
+            console.print(f"{label}: {done[0]}/{total} ({rate:.1f}/s, {el:.0f} s{eta})", highlight=False,
+                          soft_wrap=True)
+
+        return line
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     p = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
