@@ -376,7 +376,7 @@ def rich_bar(label: str, total: int, console=None):
 
     console = console or Console(stderr=True)
     if not console.is_terminal:
-        t0, last, done = time.monotonic(), [0.0], [0]
+        t0, last, done, shown = time.monotonic(), [0.0], [0], [-1]
 
         def line(n):
             now = time.monotonic()
@@ -384,7 +384,9 @@ def rich_bar(label: str, total: int, console=None):
                 done[0] += n
                 if now - last[0] < 15 and done[0] < total:
                     return
-            last[0] = now
+            if shown[0] == done[0]:
+                return
+            last[0], shown[0] = now, done[0]
             el = max(now - t0, 1e-9)
             rate = done[0] / el
             left = (total - done[0]) / rate if rate > 0 else float("nan")
