@@ -867,7 +867,8 @@ def report(
                                                "id), e.g. methods scored in another run."),
     records: Optional[Path] = typer.Option(None, "--records", help="The input records (with samples), so evidence "
                                            "can quote the sample; WikiBio ids are found in --data by themselves."),
-    fig7: Optional[Path] = typer.Option(None, "--samples-ablation", help="JSON of `reproduce samples -o` (Figure 7)."),
+    fig7: Optional[Path] = typer.Option(None, "--samples-ablation", help="JSON printed by `reproduce samples "
+                                        "--json` (Figure 7)."),
     ensemble: Optional[Path] = typer.Option(None, "--ensemble", help="JSON of `ensemble qa` (report.json) or "
                                             "`ensemble sac3 -o`: ROC and accuracy-at-tau."),
     data: Optional[Path] = DataOpt,
