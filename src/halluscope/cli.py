@@ -48,6 +48,8 @@ SplitOpt = typer.Option("rule", "--sentence-split", help="n-gram (n>1) sentence 
                          "(punctuation rule) or 'parser' (spaCy's parser, as the reference; ~20x slower).")
 NliOpt = typer.Option(None, "--nli", help="NLI model: 'halluscope-nli' (our packaged model, the default), 'aegis', "
                       "or a Hugging Face id / local path.")
+NliPrecisionOpt = typer.Option("auto", "--nli-precision", help="NLI precision: auto (fp32 for halluscope-nli: the "
+                               "same on every CPU), fp32, int8 (faster; within 0.02 of fp32), bf16 where native.")
 NliEvidenceOpt = typer.Option("2", "--nli-evidence", help="SelfCheck-NLI premise: the K sample sentences closest to "
                               "the sentence (an integer) or 'sample' (the whole sample).")
 DataOpt = typer.Option(None, "--data", help="Data folder holding wikibio/ (default: $HALLUSCOPE_DATA or ../shared/data).")
@@ -58,14 +60,14 @@ def example_path() -> Path:
 
 
 def _detector(methods, encoder, layer, nli, baseline=None, combine=None, precision="auto", split="rule",
-              learned=None, nli_evidence="2"):
+              learned=None, nli_evidence="2", nli_precision="auto"):
     from .pipeline import Detector
 
     try:
         ev = nli_evidence if nli_evidence == "sample" else int(nli_evidence)
         return Detector(methods=methods, encoder=encoder, layer=layer, nli=nli, bertscore_baseline=baseline,
                         combine=combine, precision=precision, sentence_split=split, learned=learned,
-                        nli_evidence=ev)
+                        nli_evidence=ev, nli_precision=nli_precision)
     except ValueError as e:
         err.print(f"[red]error:[/] {e}")
         raise typer.Exit(2)
@@ -131,6 +133,7 @@ def score(
     split: str = SplitOpt,
     nli: Optional[str] = NliOpt,
     nli_evidence: str = NliEvidenceOpt,
+    nli_precision: str = NliPrecisionOpt,
     baseline: Optional[Path] = typer.Option(None, "--bertscore-baseline", help="bert_score baseline file (rescaling)."),
     combine: Optional[str] = typer.Option(None, "--combine", help="Methods averaged by 'combination'."),
     qa_stage: Optional[list[str]] = typer.Option(None, "--qa-stage", help="STAGE=ID_OR_PATH: the MQAG stages (g1, "
@@ -142,7 +145,7 @@ def score(
 
     recs, errors = _read_records_or_exit(path or example_path())
     det = _detector(methods, encoder, layer, nli, str(baseline) if baseline else None, combine, precision, split,
-                    nli_evidence=nli_evidence)
+                    nli_evidence=nli_evidence, nli_precision=nli_precision)
     det.qa_stages = _qa_stages(qa_stage)
     stream = output if output is not None and output.suffix.lower() == ".jsonl" else None
     try:
@@ -910,7 +913,7 @@ def evaluate_nli_cmd(
     nli: Optional[str] = NliOpt,
     data: Optional[Path] = DataOpt,
     limit: Optional[int] = typer.Option(1000, "--limit", help="Pairs per set, evenly spread (0 = all)."),
-    nli_precision: str = typer.Option("auto", "--nli-precision", help="fp32 (= auto), int8, or bf16 where native."),
+    nli_precision: str = NliPrecisionOpt,
     sets: Optional[str] = typer.Option(None, "--sets", help="Comma-separated subset of the sets (default: all)."),
     as_json: bool = typer.Option(False, "--json"),
 ):
@@ -971,6 +974,7 @@ def reproduce_wikibio(
     split: str = SplitOpt,
     nli: Optional[str] = NliOpt,
     nli_evidence: str = NliEvidenceOpt,
+    nli_precision: str = NliPrecisionOpt,
     combine: Optional[str] = typer.Option(None, "--combine", help="Methods averaged by 'combination' "
                                           "(default: every other chosen method)."),
     samples: Optional[int] = typer.Option(None, "--samples", help="Use only the first K samples of each passage."),
@@ -986,7 +990,7 @@ def reproduce_wikibio(
     from .evaluation.wikibio import reproduce
 
     det = _detector(methods or "ngram1_max,bertscore,nli,combination", encoder, layer, nli, combine=combine,
-                    precision=precision, split=split, nli_evidence=nli_evidence)
+                    precision=precision, split=split, nli_evidence=nli_evidence, nli_precision=nli_precision)
     if any(m == "prompt" or m.startswith("qa_") for m in det.methods):
         det.llm = _sampler(llm_model, base_url, "auto", False, "OPENAI_API_KEY", cache, concurrency)
     figures, res = reproduce(detector=det, data_dir=data, passages=_parse_range(passages), output=output,

@@ -110,6 +110,7 @@ class Detector:
         nli_sentence_first: feed (sentence, sample) pairs.
     nli_evidence: the premise SelfCheck-NLI checks a sentence against: the k sample sentences closest to it
         (an integer, default 2) or ``"sample"`` (the whole sample).
+    nli_precision: ``auto`` (the model's default: fp32 for halluscope-nli), ``fp32``, ``int8`` or ``bf16``.
     combine: the methods averaged by ``combination`` (default: every other chosen method).
     learned: the JSON file of the ``learned`` logistic combination (default: the packaged one); its component
         methods are scored too.
@@ -132,6 +133,7 @@ class Detector:
     nli: str | None = None
     nli_sentence_first: bool = False
     nli_evidence: int | str = 2
+    nli_precision: str = "auto"
     combine: Sequence[str] | str | None = None
     chunk_size: int = 16
     sentence_split: str = "rule"
@@ -179,7 +181,8 @@ class Detector:
         if "nli" not in self._models:
             from .models.nli import load_nli
 
-            self._models["nli"] = load_nli(self.nli)
+            self._models["nli"] = load_nli(self.nli, **({} if self.nli_precision == "auto" else
+                                                       {"precision": self.nli_precision}))
         return self._models["nli"]
 
     def scorers(self) -> list[Any]:

@@ -243,5 +243,7 @@ def load_nli(name: str | None = None, **kw) -> NLI:
     """``"aegis"`` (the offline default) or any Hugging Face NLI model id / local path."""
     name = name or DEFAULT_NLI
     if name == "aegis":
+        if kw.get("precision", "auto") not in ("auto", "int8"):
+            raise ValueError("aegis exists only as an int8 ONNX graph")
         return AegisNLI(**{k: v for k, v in kw.items() if k in ("batch_size", "threads")})
     return HFNLI(name, **kw)
