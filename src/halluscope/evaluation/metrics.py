@@ -97,3 +97,23 @@ def random_baseline(ls: LabelledScores) -> dict[str, float]:
         "pearson": float("nan"),
         "spearman": float("nan"),
     }
+
+
+def calibration(p: np.ndarray, y: np.ndarray, bins: int = 10) -> dict:
+    """How well probabilities ``p`` match binary outcomes ``y``: the Brier score (mean squared error), the expected
+    calibration error (ECE: over ``bins`` equal-width bins, the count-weighted mean of |mean p - share of y=1|), and
+    the reliability-diagram points (per non-empty bin: mean p, share of positives, count)."""
+    p, y = np.asarray(p, float), np.asarray(y, float)
+    ok = np.isfinite(p)
+    p, y = p[ok], y[ok]
+    edges = np.linspace(0, 1, bins + 1)
+    which = np.clip(np.digitize(p, edges[1:-1]), 0, bins - 1)
+    points, ece = [], 0.0
+    for b in range(bins):
+        m = which == b
+        if m.any():
+            conf, freq = float(p[m].mean()), float(y[m].mean())
+            ece += m.sum() / len(p) * abs(conf - freq)
+            points.append({"bin": b, "mean_p": conf, "positive_rate": freq, "n": int(m.sum())})
+    return {"n": int(len(p)), "brier": float(np.mean((p - y) ** 2)) if len(p) else float("nan"),
+            "ece": float(ece), "bins": bins, "reliability": points}

