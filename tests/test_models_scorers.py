@@ -135,3 +135,26 @@ def test_entity_agreement_scorer(wikibio):
     figs = evaluate_results(res)
     assert figs["entity"]["nonfact"] > figs["random"]["nonfact"] + 5
     assert "entity" in Detector().methods
+
+
+def test_nli_readings_share_one_pass_and_follow_their_formulas(detector_models):
+    """nli (SelfCheck: p_c / (p_e + p_c)) and nli_support (1 - p_e) read the same pairs: asking for both costs no
+    more model work than asking for one, and each equals its formula over the cached probabilities."""
+    enc, nli = detector_models
+    rec = Record(id="r", response="Marie Curie was born in Warsaw. She won two Nobel Prizes. She had a pet dragon.",
+                 samples=["Marie Curie, born in Warsaw in 1867, won the Nobel Prize in Physics and in Chemistry.",
+                          "Curie was a Polish-born physicist. She was born in Warsaw and won two Nobel Prizes.",
+                          "Born in Warsaw, Marie Curie studied in Paris. She received two Nobel Prizes."])
+    it = PreparedItem.from_record(rec)
+    both = NLIScorer(nli, encoder=enc, names=("nli", "nli_support"))
+    before = nli.forward_pairs
+    out = both.score([it])
+    first = nli.forward_pairs - before
+    NLIScorer(nli, encoder=enc, names=("nli",)).score([it])
+    assert nli.forward_pairs - before == first  # the second scorer found every pair in the cache
+    prem = evidence_premises(enc, [it.sentences], [it.evidence], 2)[0]
+    p = nli.probs([(e, s) for s, row in zip(it.sentences, prem) for e in row]).reshape(3, 3, 3)
+    assert out["nli_support"][0].sentence == pytest.approx((1 - p[..., 0]).mean(1), abs=1e-6)
+    assert out["nli"][0].sentence == pytest.approx((p[..., 2] / (p[..., 0] + p[..., 2])).mean(1), abs=1e-6)
+    s = out["nli_support"][0].sentence
+    assert s[2] > max(s[0], s[1])  # the dragon is supported by no sample

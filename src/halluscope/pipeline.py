@@ -29,7 +29,8 @@ DEFAULT_METHODS = ("ngram1_max", "bertscore", "nli", "entity", "combination")
 _NGRAM = re.compile(r"^ngram([1-9])_(avg|max)$")
 _GREY = re.compile(r"^(greybox|proxy)_(avg_nlp|max_nlp|avg_entropy|max_entropy)$")
 GREY_METRICS = ("avg_nlp", "max_nlp", "avg_entropy", "max_entropy")
-BASE_METHODS = {"bertscore", "nli", "entity", "support", "prompt", "qa_count", "qa_bayes", "qa_bayes_alpha"}
+BASE_METHODS = {"bertscore", "nli", "nli_support", "entity", "support", "prompt", "qa_count", "qa_bayes",
+                "qa_bayes_alpha"}
 LLM_METHODS = {"prompt", "qa_count", "qa_bayes", "qa_bayes_alpha"}
 
 
@@ -37,6 +38,7 @@ METHOD_SUMMARY = {
     "ngram{n}_{avg|max}": "n-gram model (n=1..5) trained on samples + response; mean or max of -log p (raw)",
     "bertscore": "1 - mean over samples of max BERTScore F1 against the sample's sentences (Eq. 6), [0,1]",
     "nli": "mean over samples of P(contradiction)/(P(entail)+P(contradiction)), [0,1]",
+    "nli_support": "mean over samples of 1 - P(entailment): the sentence is not supported by the sample, [0,1]",
     "entity": "1 - share of samples containing the sentence's least-supported named entity (spaCy NER), [0,1]",
     "support": "1 - share of samples containing the sentence's least-supported content word, [0,1]",
     "prompt": "LLM asked 'is the sentence supported by the context?' per sample; Yes 0 / No 1 / other 0.5; mean",
@@ -64,7 +66,8 @@ def available_methods() -> list[str]:
     """Every method name the detector accepts."""
     names = [f"ngram{n}_{a}" for a in ("avg", "max") for n in range(1, 6)]
     grey = [f"{p}_{m}" for p in ("greybox", "proxy") for m in GREY_METRICS]
-    return names + ["bertscore", "nli", "entity", "support", "prompt", "qa_count", "qa_bayes", "qa_bayes_alpha", *grey,
+    return names + ["bertscore", "nli", "nli_support", "entity", "support", "prompt", "qa_count", "qa_bayes",
+                    "qa_bayes_alpha", *grey,
                     "combination", "learned"]
 
 
@@ -234,12 +237,13 @@ class Detector:
             from .scorers.bertscore import BERTScoreScorer
 
             self._scorers.append(BERTScoreScorer(self.encoder_model(), baseline=self.bertscore_baseline))
-        if "nli" in self.base_methods:
+        readings = tuple(m for m in ("nli", "nli_support") if m in self.base_methods)
+        if readings:
             from .scorers.nli import NLIScorer
 
             enc = self.encoder_model() if self.nli_evidence != "sample" else None
             self._scorers.append(NLIScorer(self.nli_model(), sentence_first=self.nli_sentence_first, encoder=enc,
-                                           evidence=self.nli_evidence))
+                                           evidence=self.nli_evidence, names=readings))
         return self._scorers
 
     def method_info(self) -> dict[str, MethodInfo]:

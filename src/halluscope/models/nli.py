@@ -45,15 +45,16 @@ class NLI(ABC):
     def probs(self, pairs: Sequence[Pair]) -> np.ndarray:
         """(entailment, neutral, contradiction) per pair. A premise too long for the model's window is read whole:
         it is cut into windows of consecutive sentences that fit (:meth:`windows`), each window is scored against
-        the hypothesis, and the pair takes the row of its most decisive window (the largest max(p_e, p_c));
-        AlignScore's chunk-and-aggregate. Each unique (window, hypothesis) pair goes through the model once."""
+        the hypothesis, and the pair takes the row of the window that entails it most (AlignScore's chunk-and-max:
+        a claim is supported when some part of the document supports it; an unrelated window's spurious
+        contradiction cannot outvote it). Each unique (window, hypothesis) pair goes through the model once."""
         if not pairs:
             return np.zeros((0, 3), dtype=np.float32)
         units = {p: self.windows(p) for p in dict.fromkeys(pairs) if p not in self._cache}
         self._run([u for us in units.values() for u in us])
         for p, us in units.items():
             rows = np.stack([self._unit_cache[u] for u in us])
-            self._cache[p] = rows[int(np.max(rows[:, [0, 2]], axis=1).argmax())] if len(us) > 1 else rows[0]
+            self._cache[p] = rows[int(rows[:, 0].argmax())]
         return np.stack([self._cache[p] for p in pairs])
 
     def windows(self, pair: Pair) -> list[Pair]:
@@ -132,12 +133,13 @@ class HFNLI(NLI):
     precision: ``fp32`` (the default: the same probabilities on every CPU), ``int8`` (dynamic int8 linear layers,
     7-bit activations so no AVX2 kernel can saturate; measured against fp32 in BENCHMARKS.md), ``bf16`` (where
     the hardware runs it natively; refused elsewhere), or ``auto`` (= fp32).
-    max_length: the model's input window in tokens (default 256, at most the model's position limit).
+    max_length: the model's input window in tokens (default: the length it was trained at where its folder says
+        so in ``training.json``, 128 for halluscope-nli; else 256; at most the model's position limit).
     window: a pair longer than ``max_length`` is scored as sentence windows of its premise (see
     :meth:`NLI.probs`), so nothing of a long premise is cut unread; ``window=False`` truncates instead.
     """
 
-    def __init__(self, model: str, batch_size: int = 32, max_length: int | None = 256, device: str | None = None,
+    def __init__(self, model: str, batch_size: int = 32, max_length: int | None = None, device: str | None = None,
                  precision: str = "auto", threads: int | None = None, window: bool = True):
         super().__init__()
         import torch
@@ -162,7 +164,7 @@ class HFNLI(NLI):
         self.model = AutoModelForSequenceClassification.from_pretrained(path).float()  # shipped fp16, run fp32
         self.model.eval()
         limit = int(getattr(self.model.config, "max_position_embeddings", 512) or 512)
-        self.max_length = min(max_length or limit, limit)
+        self.max_length = min(max_length or _trained_length(path) or 256, limit)
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         if precision == "int8":
             if self.device != "cpu":
@@ -230,6 +232,18 @@ class HFNLI(NLI):
         if "neutral" in self.index:
             out[:, 1] = p[:, self.index["neutral"]]
         return out
+
+
+def _trained_length(path: str) -> int | None:
+    """The input length a model made by ``halluscope train-nli`` was trained at (its ``training.json``)."""
+    import json
+    from pathlib import Path
+
+    f = Path(path) / "training.json"
+    try:
+        return int(json.loads(f.read_text())["args"]["max_length"]) if f.is_file() else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def quantize_int8(model):

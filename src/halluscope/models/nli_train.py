@@ -122,13 +122,13 @@ def train_nli(
     warm = max(1, int(0.06 * total))
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min((s + 1) / warm, max(0.0, (total - s) / max(1, total - warm))))
-    step, ckpt = 0, out / "checkpoint.pt"
+    step, ckpt, before = 0, out / "checkpoint.pt", 0.0  # before: training seconds of earlier (resumed) runs
     if ckpt.is_file():
         state = torch.load(ckpt, weights_only=False)
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         sched.load_state_dict(state["sched"])
-        step = state["step"]
+        step, before = state["step"], float(state.get("seconds", 0.0))
         log(f"resumed at step {step}/{total}")
     use_bf16 = bf16_supported()
     model.train()
@@ -137,7 +137,7 @@ def train_nli(
     def save_ckpt():
         tmp = ckpt.with_suffix(".tmp")
         torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
-                    "step": step}, tmp)
+                    "step": step, "seconds": before + time.time() - t0}, tmp)
         tmp.replace(ckpt)
 
     stopped = False
@@ -179,7 +179,8 @@ def train_nli(
         return {"step": step, "total": total, "stopped": True}
     return export_nli(model, tok, out, pairs, dict(
         base=base, seed=seed, epochs=epochs, batch_size=batch_size, lr=lr, max_length=max_length,
-        synthetic=synthetic, scale=scale, steps=total, train_seconds=round(time.time() - t0)), data, eval_limit, log)
+        synthetic=synthetic, scale=scale, steps=total, train_seconds=round(before + time.time() - t0)), data,
+        eval_limit, log)
 
 
 def export_nli(model, tok, out: Path, pairs: list[Pair], args: dict, data: Path, eval_limit: int, log) -> dict:

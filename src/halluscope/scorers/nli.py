@@ -1,11 +1,22 @@
-"""SelfCheckGPT with NLI (Manakul et al. 2023, later version §5.4; the ``SelfCheckNLI`` reference).
+"""NLI consistency of each sentence with the samples: two readings of one set of NLI probabilities (one pass).
 
-For sentence r_i and sample S_n, with the sample as premise and the sentence as hypothesis, the neutral class is
-left out and contradiction renormalized against entailment:
+``nli``, SelfCheckGPT with NLI (Manakul et al. 2023, later version §5.4; the ``SelfCheckNLI`` reference). For
+sentence r_i and sample S_n, with the sample as premise and the sentence as hypothesis, the neutral class is left
+out and contradiction renormalized against entailment:
 
     P(contradict | r_i, S_n) = p_c / (p_e + p_c)          S_NLI(i) = 1/N * sum_n P(contradict | r_i, S_n)
 
-Bounded in [0, 1]. The evidence kept per sentence is the sample that contradicts it most. The NLI model is the
+``nli_support``, the support reading of a 3-way model (the question AlignScore, Zha et al. 2023, and MiniCheck,
+Tang et al. 2024, ask of a claim and its evidence: is it supported?):
+
+    S_support(i) = 1/N * sum_n (1 - p_e(S_n, r_i))
+
+A made-up sentence is mostly *not entailed* by the other samples (they say something else, or nothing, about it:
+neutral) rather than contradicted, so this reading keeps the neutral mass the SelfCheck formula drops; for a
+2-class model (p_n = 0) the two readings are equal. Measured on WikiBio passages 0-118 in EVALUATION.md.
+
+Both bounded in [0, 1]. The evidence kept per sentence is the sample that contradicts it most (``nli``) or supports
+it least (``nli_support``). The NLI model is the
 shared :class:`~halluscope.models.nli.NLI` instance (each pair computed once, batched).
 
 Sentence-sized evidence (the default, ``evidence=k``): the premise for (r_i, S_n) is not the whole sample but the
@@ -63,23 +74,28 @@ def evidence_premises(encoder, sentences: list[tuple[str, ...]], samples: list[t
 
 
 class NLIScorer:
-    name = "nli"
+    """``names``: which readings to return, from ``("nli", "nli_support")``; both read the same NLI pairs."""
 
-    def __init__(self, nli: NLI, sentence_first: bool = False, encoder=None, evidence: int | str = 2):
+    name = "nli"
+    READINGS = ("nli", "nli_support")
+
+    def __init__(self, nli: NLI, sentence_first: bool = False, encoder=None, evidence: int | str = 2,
+                 names: tuple[str, ...] = ("nli",)):
         self.nli = nli
         self.sentence_first = sentence_first  # the potsawee/deberta-v3-large-mnli reference feeds (sentence, sample)
         self.encoder = encoder
         self.evidence = evidence if encoder is not None else "sample"
+        unknown = [n for n in names if n not in self.READINGS]
+        if unknown:
+            raise ValueError(f"unknown NLI readings {unknown}; choose from {self.READINGS}")
+        self.names = tuple(names)
 
     def method_info(self) -> list[MethodInfo]:
-        return [
-            MethodInfo(
-                self.name,
-                bounded=True,
-                description=f"mean over samples of P(contradiction)/(P(entailment)+P(contradiction)), NLI={self.nli.name}"
-                f", evidence={'whole sample' if self.evidence == 'sample' else f'{self.evidence} closest sentences'}",
-            )
-        ]
+        ev = f"NLI={self.nli.name}, evidence=" + ("whole sample" if self.evidence == "sample"
+                                                   else f"{self.evidence} closest sentences")
+        text = {"nli": "mean over samples of P(contradiction)/(P(entailment)+P(contradiction))",
+                "nli_support": "mean over samples of 1 - P(entailment) (not supported)"}
+        return [MethodInfo(n, bounded=True, description=f"{text[n]}, {ev}") for n in self.names]
 
     def pairs(self, it: PreparedItem, prem: list[list[str]]) -> list[tuple[str, str]]:
         """(premise, hypothesis) pairs of one item, sentence-major, given its premises [sentence][sample]."""
@@ -92,14 +108,14 @@ class NLIScorer:
                                  self.evidence)
         per_item = [self.pairs(it, pr) for it, pr in zip(items, prem)]
         self.nli.probs([p for ps in per_item for p in ps])  # one batched pass over the chunk's unseen pairs
-        out = []
+        out: dict[str, list[MethodScores]] = {n: [] for n in self.names}
         for it, ps in zip(items, per_item):
             p = self.nli.probs(ps).reshape(len(it.sentences), len(it.evidence), 3)
-            c = contradiction_share(p)
-            s = c.mean(axis=1)
-            worst = c.argmax(axis=1)
-            evidence = [
-                {"sample": int(w), "p_contradiction": round(float(c[i, w]), 4)} for i, w in enumerate(worst)
-            ]
-            out.append(MethodScores(s, float(s.mean()), evidence))
-        return {self.name: out}
+            for n in self.names:
+                v = contradiction_share(p) if n == "nli" else 1.0 - p[..., 0]
+                key = "p_contradiction" if n == "nli" else "p_not_entailed"
+                worst = v.argmax(axis=1)
+                ev = [{"sample": int(w), key: round(float(v[i, w]), 4)} for i, w in enumerate(worst)]
+                s = v.mean(axis=1)
+                out[n].append(MethodScores(s, float(s.mean()), ev))
+        return out
