@@ -105,15 +105,15 @@ def test_bertscore_nli_combination_beat_random_on_a_wikibio_slice(detector_model
     recs = [wikibio[i] for i in range(0, 238, 20)]
     for r in recs:
         r.samples = r.samples[:5]
-    det = _detector(detector_models, "ngram1_max,bertscore,nli,combination")
+    det = _detector(detector_models, "ngram1_max,bertscore,nli,nli_support,combination")
     res = det.score(recs)
     figs = evaluate_results(res)
-    for m in ("ngram1_max", "bertscore", "nli", "combination"):
+    for m in ("ngram1_max", "bertscore", "nli", "nli_support", "combination"):
         assert figs[m]["nonfact"] > figs["random"]["nonfact"], (m, figs[m])
         assert figs[m]["spearman"] > 20, (m, figs[m])
     z = np.concatenate([it.sentence_scores["combination"] for it in res])
     assert abs(z.mean()) < 1e-6  # mean of z-scores over the run
-    assert res.settings["combination_stats"].keys() == {"ngram1_max", "bertscore", "nli"}
+    assert res.settings["combination_stats"].keys() == {"ngram1_max", "bertscore", "nli", "nli_support"}
 
 
 def test_entity_agreement_scorer(wikibio):

@@ -25,7 +25,7 @@ from .scorers import combination
 from .scorers.base import MethodScores, PreparedItem
 from .types import ItemResult, MethodInfo, Record, RecordError, Results
 
-DEFAULT_METHODS = ("ngram1_max", "bertscore", "nli", "entity", "combination")
+DEFAULT_METHODS = ("ngram1_max", "bertscore", "nli_support", "entity", "combination")
 _NGRAM = re.compile(r"^ngram([1-9])_(avg|max)$")
 _GREY = re.compile(r"^(greybox|proxy)_(avg_nlp|max_nlp|avg_entropy|max_entropy)$")
 GREY_METRICS = ("avg_nlp", "max_nlp", "avg_entropy", "max_entropy")
@@ -105,7 +105,8 @@ def parse_methods(methods: str | Sequence[str] | None) -> list[str]:
 class Detector:
     """Scores records with the chosen methods.
 
-    methods: method names (see :func:`available_methods`); default ngram1_max, bertscore, nli, entity, combination.
+    methods: method names (see :func:`available_methods`); default ngram1_max, bertscore, nli_support, entity,
+        combination.
     encoder / layer: BERTScore encoder (hub id, local path or ``minilm``) and its layer (default: the last).
     precision: encoder precision, ``auto`` (bf16 where the hardware runs it natively), ``bf16`` or ``fp32``.
     bertscore_baseline: optional bert_score-format baseline file for rescaling.
