@@ -76,12 +76,15 @@ def worker(key: str, passages: int | None, data: str | None) -> dict:
     return out
 
 
-def matmul_ceiling(n: int = 2048, repeats: int = 10) -> dict:
-    """Measured fp32 and bf16 GEMM throughput with torch on this machine (the ceiling model inference can reach)."""
+def matmul_ceiling(n: int = 2048, repeats: int = 10, native_only: bool = False) -> dict:
+    """Measured fp32 and bf16 GEMM throughput with torch on this machine (the ceiling model inference can reach);
+    ``native_only`` leaves bf16 out where the CPU only emulates it."""
     import torch
 
+    from halluscope.models.encoder import bf16_supported
+
     out = {"threads": torch.get_num_threads()}
-    for dtype in (torch.float32, torch.bfloat16):
+    for dtype in (torch.float32, torch.bfloat16) if bf16_supported() or not native_only else (torch.float32,):
         a = torch.randn(n, n, dtype=dtype)
         b = torch.randn(n, n, dtype=dtype)
         a @ b

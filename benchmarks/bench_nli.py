@@ -36,22 +36,6 @@ def cpu_info() -> dict:
     return {"model": model.group(1).strip() if model else "?", "flags": flags, "cores": os.cpu_count()}
 
 
-def matmul_ceiling(n: int = 2048, repeats: int = 8) -> dict:
-    import torch
-
-    from halluscope.models.encoder import bf16_supported
-
-    out = {}
-    for dtype in (torch.float32, torch.bfloat16) if bf16_supported() else (torch.float32,):
-        a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
-        a @ b
-        t = time.perf_counter()
-        for _ in range(repeats):
-            a @ b
-        out[str(dtype).replace("torch.", "")] = round(2 * n**3 / ((time.perf_counter() - t) / repeats) / 1e9, 1)
-    return out
-
-
 def wikibio_pairs(passages: int, data: str | None, evidence) -> list[tuple[str, str]]:
     from halluscope.evaluation.wikibio import load_wikibio
     from halluscope.models.encoder import Encoder
@@ -92,13 +76,14 @@ def main() -> None:
     ap.add_argument("--out", default=str(HERE / "results" / "nli.json"))
     a = ap.parse_args()
     import torch
+    from bench_methods import matmul_ceiling
 
     from halluscope.models.encoder import bf16_supported
     from halluscope.models.nli import load_nli
 
     torch.set_num_threads(os.cpu_count() or 1)
     info = {"cpu": cpu_info(), "torch": torch.__version__, "threads": torch.get_num_threads(),
-            "matmul_gflops": matmul_ceiling(), "passages": a.passages}
+            "matmul_gflops": matmul_ceiling(native_only=True), "passages": a.passages}
     rows = {}
     for evidence in (2, "sample"):
         pairs = wikibio_pairs(a.passages, a.data, evidence)

@@ -50,7 +50,7 @@ class NLI(ABC):
         contradiction cannot outvote it). Each unique (window, hypothesis) pair goes through the model once."""
         if not pairs:
             return np.zeros((0, 3), dtype=np.float32)
-        units = {p: self.windows(p) for p in dict.fromkeys(pairs) if p not in self._cache}
+        units = self._pieces([p for p in dict.fromkeys(pairs) if p not in self._cache])
         self._run([u for us in units.values() for u in us])
         for p, us in units.items():
             rows = np.stack([self._unit_cache[u] for u in us])
@@ -61,6 +61,10 @@ class NLI(ABC):
         """The pieces a pair is scored as: the pair itself where it fits the model's window (the default, and
         always for models that truncate), else sentence windows of the premise (see :class:`HFNLI`)."""
         return [pair]
+
+    def _pieces(self, pairs: list[Pair]) -> dict[Pair, list[Pair]]:
+        """:meth:`windows` of many pairs at once (a subclass may measure their lengths in one batch)."""
+        return {p: self.windows(p) for p in pairs}
 
     def _run(self, units: list[Pair]) -> None:
         todo = list(dict.fromkeys(u for u in units if u not in self._unit_cache))
@@ -194,6 +198,13 @@ class HFNLI(NLI):
 
     def _len(self, premise: str, hypothesis: str) -> int:
         return len(self.tokenizer(premise, hypothesis, add_special_tokens=True)["input_ids"])
+
+    def _pieces(self, pairs: list[Pair]) -> dict[Pair, list[Pair]]:
+        # one batched tokenizer call measures every pair; only the few over the window are cut (per sentence)
+        if not self.window or not pairs:
+            return {p: [p] for p in pairs}
+        ids = self.tokenizer([p for p, _ in pairs], [h for _, h in pairs])["input_ids"]
+        return {p: [p] if len(x) <= self.max_length else self.windows(p) for p, x in zip(pairs, ids)}
 
     def windows(self, pair: Pair) -> list[Pair]:
         premise, hyp = pair

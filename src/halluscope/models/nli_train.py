@@ -25,8 +25,6 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-import numpy as np
-
 from .nli_data import LABELS, Pair, build_mixture, mixture_summary
 
 
@@ -205,11 +203,6 @@ def export_nli(model, tok, out: Path, pairs: list[Pair], args: dict, data: Path,
               "labels": list(LABELS), "torch": torch.__version__}
     (dest / "training.json").write_text(json.dumps(record, indent=1), encoding="utf-8")
     return record
-
-
-def agreement(a: np.ndarray, b: np.ndarray) -> float:
-    """Largest absolute difference between two probability arrays."""
-    return float(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)).max()) if len(a) else 0.0
 
 
 def model_card(record: dict, evaluation: dict | None = None) -> str:
