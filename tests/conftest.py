@@ -32,8 +32,7 @@ def wikibio(_wikibio_cached):
 
 @pytest.fixture(scope="session")
 def detector_models():
-    """One encoder and one NLI model for the whole test session (loading is the slow part)."""
-    from halluscope.models.encoder import Encoder
-    from halluscope.models.nli import load_nli
+    """The process's shared encoder and NLI model (engine.store), loaded once for the whole session."""
+    from halluscope.engine import store
 
-    return Encoder(), load_nli()
+    return store.encoder(), store.nli()

@@ -114,7 +114,8 @@ def test_bertscore_nli_combination_beat_random_on_a_wikibio_slice(detector_model
         assert figs[m]["spearman"] > 20, (m, figs[m])
     z = np.concatenate([it.sentence_scores["combination"] for it in res])
     assert abs(z.mean()) < 1e-6  # mean of z-scores over the run
-    assert res.settings["combination_stats"].keys() == {"ngram1_max", "bertscore", "nli", "nli_support"}
+    assert res.settings["combination_stats"]["statistics"].keys() == {"ngram1_max", "bertscore", "nli", "nli_support"}
+    assert res.settings["combination_stats"]["from"] == "run-relative: run"
 
 
 def test_entity_agreement_scorer(wikibio):

@@ -248,3 +248,49 @@ def json_safe(x, digits: int | None = None):
         return int(x)
     return x
 
+
+
+def merge_results(parts: list[Results]) -> Results:
+    """Results of the same records scored by different runs: one item per id (the first file's order), with the
+    methods of every file. A record missing from a later file is an error."""
+    base = parts[0]
+    for other in parts[1:]:
+        by_id = {it.id: it for it in other.items}
+        for it in base.items:
+            o = by_id.get(it.id)
+            if o is None:
+                raise ValueError(f"record {it.id} is missing from one of the results files")
+            it.sentence_scores.update(o.sentence_scores)
+            it.passage_scores.update(o.passage_scores)
+            it.evidence.update(o.evidence)
+        base.methods = list(dict.fromkeys([*base.methods, *other.methods]))
+    return base
+
+
+def keep_methods(results: Results, keep: list[str]) -> Results:
+    """The results with only the methods ``keep`` (in that order); a method with no scores is an error."""
+    missing = [m for m in keep if results.items and m not in results.items[0].passage_scores]
+    if missing:
+        raise ValueError(f"no scores for {missing} in these results")
+    for it in results.items:
+        it.sentence_scores = {m: it.sentence_scores[m] for m in keep if m in it.sentence_scores}
+        it.passage_scores = {m: it.passage_scores[m] for m in keep}
+        it.evidence = {m: v for m, v in it.evidence.items() if m in keep}
+    results.methods = list(keep)
+    return results
+
+
+def read_prompts(path: str | Path) -> list[str]:
+    """Prompts from a file: one per line, or JSON Lines with a 'prompt' (or 'question') field."""
+    out = []
+    for k, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines()):
+        line = line.strip()
+        if not line:
+            continue
+        if line.startswith("{"):
+            d = json.loads(line)
+            if not isinstance(d.get("prompt", d.get("question")), str):
+                raise ValueError(f"{path}: line {k + 1}: field 'prompt' missing or not a string")
+            line = d.get("prompt", d.get("question"))
+        out.append(line)
+    return out

@@ -12,7 +12,6 @@ Models are loaded once per detector, lazily, and only for the methods asked for.
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,82 +19,66 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
+from .engine import registry
+from .engine.store import Artefacts
 from .io import ResultWriter, records_from_objects
 from .scorers import combination
 from .scorers.base import MethodScores, PreparedItem
 from .types import ItemResult, MethodInfo, Record, RecordError, Results
 
-DEFAULT_METHODS = ("ngram1_max", "bertscore", "nli_support", "entity", "combination")
-_NGRAM = re.compile(r"^ngram([1-9])_(avg|max)$")
-_GREY = re.compile(r"^(greybox|proxy)_(avg_nlp|max_nlp|avg_entropy|max_entropy)$")
-GREY_METRICS = ("avg_nlp", "max_nlp", "avg_entropy", "max_entropy")
-BASE_METHODS = {"bertscore", "nli", "nli_support", "entity", "support", "prompt", "qa_count", "qa_bayes",
-                "qa_bayes_alpha"}
-LLM_METHODS = {"prompt", "qa_count", "qa_bayes", "qa_bayes_alpha"}
-
-
-METHOD_SUMMARY = {
-    "ngram{n}_{avg|max}": "n-gram model (n=1..5) trained on samples + response; mean or max of -log p (raw)",
-    "bertscore": "1 - mean over samples of max BERTScore F1 against the sample's sentences (Eq. 6), [0,1]",
-    "nli": "mean over samples of P(contradiction)/(P(entail)+P(contradiction)), [0,1]",
-    "nli_support": "mean over samples of 1 - P(entailment): the sentence is not supported by the sample, [0,1]",
-    "entity": "1 - share of samples containing the sentence's least-supported named entity (spaCy NER), [0,1]",
-    "support": "1 - share of samples containing the sentence's least-supported content word, [0,1]",
-    "prompt": "LLM asked 'is the sentence supported by the context?' per sample; Yes 0 / No 1 / other 0.5; mean",
-    "qa_{count|bayes|bayes_alpha}": "MQAG: LLM-generated multiple-choice questions answered on R and each "
-                                    "sample; counting, Bayes, Bayes + answerability soft counts ('qa')",
-    "greybox_{avg|max}_{nlp|entropy}": "the LLM's own token -log p / entropy (top-k renormalized), per "
-                                       "sentence ('greybox'); needs log-probs (halluscope check)",
-    "proxy_{avg|max}_{nlp|entropy}": "the same from teacher-forcing the response through a local model "
-                                     "('proxy'; default the packaged Gemma-3-270M)",
-    "combination": "mean of z-normalized scores of the other chosen methods (SelfCheckGPT §5.4), raw",
+DEFAULT_METHODS = ("ngram1_max_rel", "bertscore", "nli_support", "entity", "combination", "probability")
+COMBINERS = {
+    "combination": "mean of z-normalized scores of the other chosen methods (SelfCheckGPT §5.4; z with the "
+                   "statistics of WikiBio passages 0-118), raw",
     "learned": "logistic combination with weights fixed at training (halluscope train-learned), [0,1]",
+    "probability": "the default: calibrated P(hallucinated) per sentence and answer (Platt scaling of the "
+                   "combination; halluscope calibrate), [0,1], with a flag at 0.5",
 }
+_OFFLINE_ONLY = {"llm", "logprobs", "proxy_lm"}  # needs that 'all' leaves out (an LLM, log-probs, a local LM)
 
 
 def method_summary(name: str) -> str:
     """The one-line formula of a method name (for reports of results files that carry no settings)."""
-    for pattern, text in METHOD_SUMMARY.items():  # names are [a-z0-9_]; {n} is a digit, {a|b} a choice
-        rx = re.sub(r"\{([^}]*)\}", r"(\1)", pattern.replace("{n}", r"\d"))
-        if re.fullmatch(rx, name):
-            return text
-    return ""
+    if name in COMBINERS:
+        return COMBINERS[name]
+    sp = registry.specs().get(name)
+    return sp.formula if sp else ""
 
 
 def available_methods() -> list[str]:
-    """Every method name the detector accepts."""
-    names = [f"ngram{n}_{a}" for a in ("avg", "max") for n in range(1, 6)]
-    grey = [f"{p}_{m}" for p in ("greybox", "proxy") for m in GREY_METRICS]
-    return names + ["bertscore", "nli", "nli_support", "entity", "support", "prompt", "qa_count", "qa_bayes",
-                    "qa_bayes_alpha", *grey,
-                    "combination", "learned"]
+    """Every method name the detector accepts: the registry's methods, then the combiners."""
+    return [*registry.specs(), *COMBINERS]
+
+
+def _expand(m: str) -> list[str]:
+    specs = registry.specs()
+    offline = [n for n, s in specs.items() if not _OFFLINE_ONLY & set(s.needs)]
+    groups = {
+        "all": [n for n in offline if specs[n].level == "sentence"] + list(COMBINERS),
+        "response": [n for n in offline if specs[n].level == "response"],
+        "qa": ["qa_bayes_alpha"],
+        "unigram": ["ngram1_max"],
+        "ngram": [n for n in specs if n.startswith("ngram") and not n.endswith("_rel")],  # the paper's ten
+        "greybox": [n for n in specs if n.startswith("greybox_")],
+        "proxy": [n for n in specs if n.startswith("proxy_")],
+    }
+    if m in groups:
+        return groups[m]
+    if m in specs or m in COMBINERS:
+        return [m]
+    raise ValueError(f"unknown method {m!r}; choose from {', '.join(available_methods())} (or 'ngram', 'greybox', "
+                     "'proxy', 'response', 'all')")
 
 
 def parse_methods(methods: str | Sequence[str] | None) -> list[str]:
     """Accepts a list or a comma-separated string; ``ngram`` expands to every n-gram variant (n = 1..5, avg and
-    max); ``greybox`` and ``proxy`` to their four metrics; ``all`` to every method that needs no LLM."""
+    max); ``greybox`` and ``proxy`` to their four metrics; ``response`` to the response-level methods that need no
+    LLM; ``all`` to every sentence method that needs no LLM."""
     if methods is None:
         return list(DEFAULT_METHODS)
     if isinstance(methods, str):
         methods = [m.strip() for m in methods.split(",") if m.strip()]
-    out: list[str] = []
-    for m in methods:
-        m = m.lower()
-        if m == "all":  # every method that needs no LLM
-            out.extend(x for x in available_methods() if x not in LLM_METHODS and not _GREY.match(x))
-        elif m == "qa":
-            out.append("qa_bayes_alpha")
-        elif m in ("greybox", "proxy"):
-            out.extend(f"{m}_{x}" for x in GREY_METRICS)
-        elif m == "ngram":
-            out.extend(f"ngram{n}_{a}" for a in ("avg", "max") for n in range(1, 6))
-        elif m == "unigram":
-            out.append("ngram1_max")
-        elif _NGRAM.match(m) or _GREY.match(m) or m in BASE_METHODS or m in ("combination", "learned"):
-            out.append(m)
-        else:
-            raise ValueError(f"unknown method {m!r}; choose from {', '.join(available_methods())} (or 'ngram', 'all')")
-    out = list(dict.fromkeys(out))
+    out = list(dict.fromkeys(x for m in methods for x in _expand(m.lower())))
     if out == ["combination"]:
         raise ValueError("'combination' combines other methods: name them too (e.g. ngram1_max,bertscore,combination)")
     return out
@@ -115,7 +98,10 @@ class Detector:
     nli_evidence: the premise SelfCheck-NLI checks a sentence against: the k sample sentences closest to it
         (an integer, default 3, chosen on WikiBio passages 0-118) or ``"sample"`` (the whole sample).
     nli_precision: ``auto`` (the model's default: fp32 for halluscope-nli), ``fp32``, ``int8`` or ``bf16``.
-    combine: the methods averaged by ``combination`` (default: every other chosen method).
+    combine: the methods averaged by ``combination`` (default: every other chosen sentence method).
+    combination_stats: ``packaged`` (z statistics of WikiBio passages 0-118: a record scores the same alone as in
+        any batch) or ``run`` (normalized over the run's records, the paper's setting; used by ``reproduce``).
+    calibration: the calibration file of the default ``probability`` (default: the packaged one).
     learned: the JSON file of the ``learned`` logistic combination (default: the packaged one); its component
         methods are scored too.
     llm: a :class:`~halluscope.llm.sampler.Sampler` (backend + cache) for the ``prompt`` and ``qa_*`` methods.
@@ -139,6 +125,8 @@ class Detector:
     nli_evidence: int | str = 3
     nli_precision: str = "auto"
     combine: Sequence[str] | str | None = None
+    combination_stats: str = "packaged"
+    calibration: str | None = None
     chunk_size: int = 16
     sentence_split: str = "rule"
     learned: str | None = None
@@ -152,108 +140,65 @@ class Detector:
     def __post_init__(self) -> None:
         if self.sentence_split not in ("parser", "rule"):
             raise ValueError(f"sentence_split must be 'parser' or 'rule', got {self.sentence_split!r}")
+        if self.combination_stats not in ("packaged", "run"):
+            raise ValueError(f"combination_stats must be 'packaged' or 'run', got {self.combination_stats!r}")
         self.methods = parse_methods(self.methods)
-        base = [m for m in self.methods if m not in ("combination", "learned")]
-        self._learned = None
+        base = [m for m in self.methods if m not in COMBINERS]
+        self._learned = self._calibrated = None
         if "learned" in self.methods:
             from .scorers.learned import LearnedCombination
 
             self._learned = LearnedCombination.load(self.learned)
-            for m in self._learned.components:  # components are scored even when not listed on their own
-                if m not in base:
-                    base.append(m)
-        tail = []
+        if "probability" in self.methods:
+            from . import calibration
+
+            self._calibrated = calibration.load(self.calibration)
+        for comb in (self._learned, self._calibrated):  # components are scored even when not listed on their own
+            base.extend(m for m in (comb.components if comb else []) if m not in base)
         if "combination" in self.methods:
-            comb = parse_methods(self.combine) if self.combine else list(base)
+            comb = parse_methods(self.combine) if self.combine else [m for m in base
+                                                                     if registry.spec(m).level == "sentence"]
             base.extend(m for m in comb if m not in base)
             self.combine = comb
-            tail.append("combination")
-        if self._learned is not None:
-            tail.append("learned")
-        self.methods = base + tail
+        self.methods = base + [m for m in COMBINERS if m in self.methods]
         self.base_methods = base
+        self.sentence_methods = [m for m in base if registry.spec(m).level == "sentence"]
 
-    # ------------------------------------------------------------------ shared models (loaded once, lazily)
+    # ------------------------------------------------------------------ artefacts and methods
+    def artefacts(self) -> Artefacts:
+        """The run's options and models (shared process-wide through :mod:`halluscope.engine.store`)."""
+        opts = {k: getattr(self, k) for k in ("encoder", "layer", "precision", "bertscore_baseline", "nli",
+                                              "nli_sentence_first", "nli_evidence", "nli_precision", "sentence_split",
+                                              "llm", "proxy_lm", "qa_stages")}
+        return Artefacts(options=opts, models=self._models)
+
     def encoder_model(self):
-        if "encoder" not in self._models:
-            from .models.encoder import Encoder
-
-            self._models["encoder"] = Encoder(self.encoder, layer=self.layer, precision=self.precision)
-        return self._models["encoder"]
+        return self.artefacts().encoder()
 
     def nli_model(self):
-        if "nli" not in self._models:
-            from .models.nli import load_nli
-
-            self._models["nli"] = load_nli(self.nli, **({} if self.nli_precision == "auto" else
-                                                       {"precision": self.nli_precision}))
-        return self._models["nli"]
+        return self.artefacts().nli()
 
     def scorers(self) -> list[Any]:
-        if self._scorers:
-            return self._scorers
-        ngrams = [_NGRAM.match(m) for m in self.base_methods]
-        ngrams = [g for g in ngrams if g]
-        if ngrams:
-            from .scorers.ngram import NgramScorer
-
-            ns = tuple(sorted({int(g.group(1)) for g in ngrams}))
-            aggs = tuple(sorted({g.group(2) for g in ngrams}))
-            self._scorers.append(NgramScorer(ns=ns, aggs=aggs, sentence_split=self.sentence_split))
-        if "entity" in self.base_methods:
-            from .scorers.entity import EntityScorer
-
-            self._scorers.append(EntityScorer())
-        if "support" in self.base_methods:
-            from .scorers.support import SupportScorer
-
-            self._scorers.append(SupportScorer())
-        if "prompt" in self.base_methods:
-            from .scorers.prompt import PromptScorer
-
-            if self.llm is None:
-                raise ValueError("the 'prompt' method needs an LLM: pass Detector(llm=Sampler(backend))")
-            self._scorers.append(PromptScorer(self.llm))
-        if any(m.startswith("qa_") for m in self.base_methods):
-            from .scorers.qa import QAScorer
-
-            if self.llm is None and set(self.qa_stages or {}) != {"g1", "g2", "a", "u"}:
-                raise ValueError("the 'qa' methods need an LLM (Detector(llm=Sampler(backend))) for every MQAG stage "
-                                 "not given as a Hugging Face model in qa_stages")
-            self._scorers.append(QAScorer(self.llm, stages=dict(self.qa_stages or {})))
-        grey = {g.group(1) for g in (_GREY.match(m) for m in self.base_methods) if g}
-        if "greybox" in grey:
-            from .scorers.greybox import GreyBoxScorer
-
-            self._scorers.append(GreyBoxScorer())
-        if "proxy" in grey:
-            from .scorers.greybox import ProxyScorer
-
-            if "proxy" not in self._models:
-                from .llm.local import LlamaCppLM
-
-                self._models["proxy"] = LlamaCppLM(self.proxy_lm)
-            self._scorers.append(ProxyScorer(self._models["proxy"]))
-        if "bertscore" in self.base_methods:
-            from .scorers.bertscore import BERTScoreScorer
-
-            self._scorers.append(BERTScoreScorer(self.encoder_model(), baseline=self.bertscore_baseline))
-        readings = tuple(m for m in ("nli", "nli_support") if m in self.base_methods)
-        if readings:
-            from .scorers.nli import NLIScorer
-
-            enc = self.encoder_model() if self.nli_evidence != "sample" else None
-            self._scorers.append(NLIScorer(self.nli_model(), sentence_first=self.nli_sentence_first, encoder=enc,
-                                           evidence=self.nli_evidence, names=readings))
+        """One scorer per group of the chosen methods (the registry builds each group once)."""
+        if not self._scorers:
+            self._scorers = registry.build(self.base_methods, self.artefacts())
         return self._scorers
 
     def method_info(self) -> dict[str, MethodInfo]:
-        infos = {i.name: i for s in self.scorers() for i in s.method_info()}
-        out = {m: infos[m] for m in self.base_methods}
+        infos = {i.name: i for s in self.scorers() if hasattr(s, "method_info") for i in s.method_info()}
+        out = {}
+        for m in self.base_methods:
+            sp = registry.spec(m)
+            out[m] = infos.get(m) or MethodInfo(m, bounded=sp.bounded, description=sp.formula)
+            out[m].level, out[m].passage = sp.level, sp.aggregate or "response"
         if "combination" in self.methods:
             out["combination"] = combination.info(list(self.combine))
         if self._learned is not None:
             out["learned"] = self._learned.info()
+        if self._calibrated is not None:
+            from . import calibration
+
+            out["probability"] = calibration.info(self._calibrated)
         return out
 
     # ------------------------------------------------------------------ scoring
@@ -279,7 +224,8 @@ class Detector:
             )
             for m in self.base_methods:
                 ms = table[m][k]
-                res.sentence_scores[m] = [float(x) for x in np.asarray(ms.sentence)]
+                if m in self.sentence_methods:
+                    res.sentence_scores[m] = [float(x) for x in np.asarray(ms.sentence)]
                 res.passage_scores[m] = float(ms.passage)
                 if ms.evidence is not None:
                     res.evidence[m] = ms.evidence
@@ -301,23 +247,13 @@ class Detector:
         ``evidence`` replaces the samples as what each sentence is checked against (e.g. a reference passage).
         """
         self.timings = {}
-        errors: list[RecordError] = []
-        recs: list[Record] = []
-        raw = list(records)
-        if raw and all(isinstance(r, Record) for r in raw):
-            recs = raw  # already validated
-        else:
-            recs, errors = records_from_objects(raw)
+        recs, errors = self._validate(records, evidence)
         writer = ResultWriter(output, resume=resume) if output else None
         done = dict(writer.done) if writer else {}
-        todo = [r for r in recs if r.id not in done]
-        for r in todo:
-            ev = evidence(r) if evidence else r.samples
-            if not ev:
-                errors.append(RecordError(r.id, "samples", "no samples to check the response against"))
         bad = {e.record for e in errors}
-        todo = [r for r in todo if r.id not in bad]
+        todo = [r for r in recs if r.id not in done and r.id not in bad]
         t0 = time.perf_counter()
+        streamed = self._streamed_combiners()
         scored: dict[str, ItemResult] = {}
         bar = _progress(progress, len(todo))
         try:
@@ -325,8 +261,8 @@ class Detector:
                 chunk = todo[start : start + self.chunk_size]
                 items = [PreparedItem.from_record(r, evidence(r) if evidence else None) for r in chunk]
                 for res in self.score_items(items):
-                    if self._learned is not None:  # fixed weights: applied per record, streamed with it
-                        self._learned.apply([res])
+                    for combine in streamed:  # fixed statistics: applied per record, streamed with it
+                        combine([res])
                     scored[res.id] = res
                     if writer:
                         writer.write(res)
@@ -334,29 +270,69 @@ class Detector:
         finally:
             bar(None)
         ordered = [done.get(r.id) or scored[r.id] for r in recs if r.id in done or r.id in scored]
-        settings: dict[str, Any] = {
-            "methods": {m: vars(i) for m, i in self.method_info().items()},
-            "encoder": self._models["encoder"].model_path if "encoder" in self._models else None,
-            "layer": self._models["encoder"].layer if "encoder" in self._models else None,
-            "precision": self._models["encoder"].precision if "encoder" in self._models else None,
-            "sentence_split": self.sentence_split if any(_NGRAM.match(m) for m in self.base_methods) else None,
-            "nli": self._models["nli"].name if "nli" in self._models else None,
-            "seconds": round(time.perf_counter() - t0, 3),
-            "scorer_seconds": {k: round(v, 3) for k, v in self.timings.items()},
-            "resumed": len(done),
-        }
+        settings = self._settings(time.perf_counter() - t0, len(done))
         if "combination" in self.methods and ordered:
-            stats = combination.apply(ordered, list(self.combine))
-            settings["combination_stats"] = stats
-        if self._learned is not None:
-            settings["learned"] = {"components": self._learned.components, "weights": self._learned.weights,
-                                   "trained_on": self._learned.trained_on}
+            settings["combination_stats"] = combination.apply(ordered, list(self.combine), self._zstats())
         results = Results(items=ordered, errors=errors, methods=list(self.methods), settings=settings)
-        if writer:  # final file: every record, with the combination added
+        if writer and self._zstats() == "run":  # final file: every record, with the run-relative combination
             from .io import write_results
 
             write_results(results, writer.path)
         return results
+
+    def _validate(self, records, evidence) -> tuple[list[Record], list[RecordError]]:
+        raw = list(records)
+        if raw and all(isinstance(r, Record) for r in raw):
+            recs, errors = raw, []  # already validated
+        else:
+            recs, errors = records_from_objects(raw)
+        for r in recs:
+            if not (evidence(r) if evidence else r.samples):
+                errors.append(RecordError(r.id, "samples", "no samples to check the response against"))
+        return recs, errors
+
+    def _zstats(self):
+        """The combination's statistics: the packaged ones, or ``"run"`` (over the run; also when a component has
+        no packaged statistics, so the whole run must be seen first)."""
+        if self.combination_stats == "run":
+            return "run"
+        from .calibration import packaged_zstats
+
+        stats = packaged_zstats()
+        return stats if all(m in stats for m in (self.combine or [])) else "run"
+
+    def _streamed_combiners(self) -> list[Callable[[list[ItemResult]], Any]]:
+        out = []
+        if "combination" in self.methods and self._zstats() != "run":
+            stats = self._zstats()
+            out.append(lambda items: combination.apply(items, list(self.combine), stats))
+        if self._learned is not None:
+            out.append(self._learned.apply)
+        if self._calibrated is not None:
+            from . import calibration
+
+            out.append(lambda items: calibration.apply(items, self._calibrated))
+        return out
+
+    def _settings(self, seconds: float, resumed: int) -> dict[str, Any]:
+        enc, nli = self._models.get("encoder"), self._models.get("nli")
+        settings: dict[str, Any] = {
+            "methods": {m: vars(i) for m, i in self.method_info().items()},
+            "encoder": enc.model_path if enc else None,
+            "layer": enc.layer if enc else None,
+            "precision": enc.precision if enc else None,
+            "sentence_split": self.sentence_split if any(m.startswith("ngram") for m in self.base_methods) else None,
+            "nli": nli.name if nli else None,
+            "seconds": round(seconds, 3),
+            "scorer_seconds": {k: round(v, 3) for k, v in self.timings.items()},
+            "resumed": resumed,
+        }
+        if self._learned is not None:
+            settings["learned"] = {"components": self._learned.components, "weights": self._learned.weights,
+                                   "trained_on": self._learned.trained_on}
+        if self._calibrated is not None:
+            settings["probability"] = self._calibrated.to_dict()
+        return settings
 
 
 def _progress(progress, total: int):

@@ -50,6 +50,9 @@ class Record:
     ``sentences`` are the units scored (split from ``response`` when not given); ``labels`` (optional) hold one
     human label per sentence (0 accurate, 0.5 minor, 1 major inaccurate; the WikiBio strings are accepted too).
     ``reference`` is optional external knowledge (e.g. the WikiBio passage) usable in place of the samples.
+    ``correct`` (optional) says whether the whole answer is right: the label of response-level evaluation and tuning
+    (``ensemble tune``). The same file serves ``score``, ``evaluate`` and the ``ensemble`` commands; ``question`` is
+    accepted for ``prompt``.
     """
 
     response: str
@@ -59,6 +62,7 @@ class Record:
     sentences: list[str] | None = None
     labels: list[float] | None = None
     reference: str | None = None
+    correct: bool | None = None  # for answers graded right or wrong (response-level evaluation and tuning)
     meta: dict = field(default_factory=dict)
 
     @classmethod
@@ -72,47 +76,19 @@ class Record:
         rid = rid.encode("utf-8", "backslashreplace").decode("utf-8")  # an id is always printable and writable
 
         response = _text(rid, "response", d.get("response"))
-        samples = d.get("samples")
-        if samples is None or (isinstance(samples, (list, tuple)) and not samples):
-            if need_samples:
-                what = "missing" if samples is None else "empty list"
-                raise RecordError(rid, "samples", f"{what}: nothing to check the response against (give N sampled "
-                                  "answers of the same prompt, or let `halluscope check` draw them)")
-            samples = []
-        if isinstance(samples, str) or not isinstance(samples, (list, tuple)):
-            raise RecordError(rid, "samples", f"must be a list of strings, got {type(samples).__name__}")
-        for k, s in enumerate(samples):
-            _text(rid, f"samples[{k}]", s)
-
-        sentences = d.get("sentences")
-        if sentences is not None:
-            if isinstance(sentences, str) or not isinstance(sentences, (list, tuple)):
-                raise RecordError(rid, "sentences", "must be a list of strings")
-            if not sentences:
-                raise RecordError(rid, "sentences", "empty list")
-            for k, s in enumerate(sentences):
-                _text(rid, f"sentences[{k}]", s)
-            sentences = list(sentences)
-
-        labels = d.get("labels")
-        if labels is not None:
-            if isinstance(labels, str) or not isinstance(labels, (list, tuple)):
-                raise RecordError(rid, "labels", "must be a list (one label per sentence)")
-            if sentences is None:
-                raise RecordError(rid, "labels", "labels need 'sentences' to say which sentence each label is for")
-            if len(labels) != len(sentences):
-                raise RecordError(
-                    rid, "labels", f"{len(labels)} labels for {len(sentences)} sentences: they must match one to one"
-                )
-            labels = [_label_value(rid, k, v) for k, v in enumerate(labels)]
-
+        samples = _samples(rid, d.get("samples"), need_samples)
+        sentences = _text_list(rid, "sentences", d.get("sentences"))
+        labels = _labels(rid, d.get("labels"), sentences)
         prompt = d.get("prompt", d.get("question"))  # 'question' is accepted as an alias of 'prompt'
         if prompt is not None:
             _text(rid, "prompt", prompt, allow_empty=True)
         reference = d.get("reference")
         if reference is not None:
             _text(rid, "reference", reference, allow_empty=True)
-        known = {"id", "response", "samples", "sentences", "labels", "prompt", "question", "reference"}
+        correct = d.get("correct")
+        if correct is not None and not isinstance(correct, bool):
+            raise RecordError(rid, "correct", f"must be true or false (is the answer right?), got {correct!r}")
+        known = {"id", "response", "samples", "sentences", "labels", "prompt", "question", "reference", "correct"}
         meta = {k: v for k, v in d.items() if k not in known}
         return cls(
             response=response,
@@ -122,6 +98,7 @@ class Record:
             sentences=sentences,
             labels=labels,
             reference=reference,
+            correct=correct,
             meta=meta,
         )
 
@@ -133,7 +110,48 @@ class Record:
             d["labels"] = self.labels
         if self.reference is not None:
             d["reference"] = self.reference
+        if self.correct is not None:
+            d["correct"] = self.correct
         return d
+
+
+def _samples(rid: str, samples: Any, need: bool) -> list[str]:
+    if samples is None or (isinstance(samples, (list, tuple)) and not samples):
+        if need:
+            what = "missing" if samples is None else "empty list"
+            raise RecordError(rid, "samples", f"{what}: nothing to check the response against (give N sampled "
+                              "answers of the same prompt, or let `halluscope check` draw them)")
+        return []
+    if isinstance(samples, str) or not isinstance(samples, (list, tuple)):
+        raise RecordError(rid, "samples", f"must be a list of strings, got {type(samples).__name__}")
+    for k, s in enumerate(samples):
+        _text(rid, f"samples[{k}]", s)
+    return list(samples)
+
+
+def _text_list(rid: str, field: str, value: Any) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise RecordError(rid, field, "must be a list of strings")
+    if not value:
+        raise RecordError(rid, field, "empty list")
+    for k, s in enumerate(value):
+        _text(rid, f"{field}[{k}]", s)
+    return list(value)
+
+
+def _labels(rid: str, labels: Any, sentences: list[str] | None) -> list[float] | None:
+    if labels is None:
+        return None
+    if isinstance(labels, str) or not isinstance(labels, (list, tuple)):
+        raise RecordError(rid, "labels", "must be a list (one label per sentence)")
+    if sentences is None:
+        raise RecordError(rid, "labels", "labels need 'sentences' to say which sentence each label is for")
+    if len(labels) != len(sentences):
+        raise RecordError(rid, "labels", f"{len(labels)} labels for {len(sentences)} sentences: they must match one "
+                          "to one")
+    return [_label_value(rid, k, v) for k, v in enumerate(labels)]
 
 
 def _label_value(rid: str, k: int, v: Any) -> float:
@@ -155,6 +173,7 @@ class MethodInfo:
     bounded: bool
     description: str
     passage: str = "mean"  # how the passage score is formed from the sentences
+    level: str = "sentence"  # "response": a score of the whole answer only (no sentence scores)
 
 
 @dataclass
@@ -170,6 +189,7 @@ class ItemResult:
     response: str | None = None
     num_samples: int = 0
     evidence: dict[str, list[Any]] = field(default_factory=dict)
+    flags: dict = field(default_factory=dict)  # the default probability's flags: threshold, sentences, response
 
     def to_dict(self) -> dict:
         return {
@@ -182,6 +202,7 @@ class ItemResult:
             "sentence_scores": self.sentence_scores,
             "passage_scores": self.passage_scores,
             **({"evidence": self.evidence} if self.evidence else {}),
+            **({"flags": self.flags} if self.flags else {}),
         }
 
     @classmethod
@@ -196,6 +217,7 @@ class ItemResult:
             response=d.get("response"),
             num_samples=int(d.get("num_samples", 0)),
             evidence=dict(d.get("evidence", {})),
+            flags=dict(d.get("flags") or {}),
         )
 
 
@@ -227,6 +249,8 @@ class Results:
                         row["label"] = it.labels[i]
                     for m, v in it.sentence_scores.items():
                         row[m] = v[i]
+                    if it.flags:
+                        row["flagged"] = it.flags["sentences"][i]
                     rows.append(row)
         elif level == "passage":
             for it in self.items:
@@ -234,6 +258,8 @@ class Results:
                 if it.labels is not None:
                     row["label"] = sum(it.labels) / len(it.labels)
                 row.update(it.passage_scores)
+                if it.flags:
+                    row["flagged"] = it.flags["response"]
                 rows.append(row)
         else:
             raise ValueError(f"level must be 'sentence' or 'passage', got {level!r}")

@@ -50,6 +50,20 @@ class ResponseItem:
     meta: dict = field(default_factory=dict)
 
 
+def response_items(records, need_label: bool = False):
+    """Answers from records of the one input schema (prompt/question, response, samples, correct): the items, and a
+    :class:`~halluscope.types.RecordError` for each record that lacks the grade tuning needs."""
+    from ..types import RecordError
+
+    items, errors = [], []
+    for r in records:
+        if need_label and r.correct is None:
+            errors.append(RecordError(r.id, "correct", "missing: tuning needs each answer graded true or false"))
+            continue
+        items.append(ResponseItem(r.id, r.prompt or "", r.response, list(r.samples), r.correct))
+    return items, errors
+
+
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 
 
@@ -79,27 +93,33 @@ class ComponentScorer:
                  judges: dict | None = None, nli_evidence: int | str = 2):
         self.judges = dict(judges or {})
         self.nli_evidence = nli_evidence  # selfcheck_nli's premise: k closest sample sentences, or "sample"
-        unknown = [c for c in components if c not in COMPONENTS and c not in self.judges]
+        from ..engine.registry import specs
+
+        engine = specs()
+        self.engine_methods = [c for c in components if c not in COMPONENTS and c not in self.judges
+                               and c in engine and engine[c].bounded and not {"llm", "logprobs"} & set(engine[c].needs)]
+        unknown = [c for c in components if c not in COMPONENTS and c not in self.judges
+                   and c not in self.engine_methods]
         if unknown:
-            raise ValueError(f"unknown components {unknown}; choose from {COMPONENTS} or a judge given in judges= "
-                             f"({sorted(self.judges)})")
+            raise ValueError(f"unknown components {unknown}; choose from {COMPONENTS}, a judge given in judges= "
+                             f"({sorted(self.judges)}), or a bounded method of `halluscope methods` needing no LLM")
         self.components = tuple(components)
         self.encoder = encoder
         self.nli = nli
         self.condition_on_question = condition_on_question
 
     def _nli_model(self):
-        if self.nli is None:
-            from ..models.nli import load_nli
+        if self.nli is None:  # the process's shared instance (engine.store): its pair cache is everyone's
+            from ..engine import store
 
-            self.nli = load_nli()
+            self.nli = store.nli()
         return self.nli
 
     def _encoder(self):
         if self.encoder is None:
-            from ..models.encoder import Encoder
+            from ..engine import store
 
-            self.encoder = Encoder()
+            self.encoder = store.encoder()
         return self.encoder
 
     def _entails_both(self, p_ab: np.ndarray, p_ba: np.ndarray) -> bool:
@@ -119,58 +139,79 @@ class ComponentScorer:
             for o, it, v in zip(out, items, verdicts):
                 o[name] = v.confidence
                 it.meta.setdefault("judges", {})[name] = v.replies
-        need_nli = {"non_contradiction", "semantic_negentropy", "selfcheck_nli"} & set(self.components)
-        if need_nli:
-            from ..scorers.nli import contradiction_share
-
-            nli = self._nli_model()
-            if "selfcheck_nli" in self.components:
-                from ..scorers.nli import evidence_premises
-
-                prem = evidence_premises(self._encoder(), [tuple(self._sentences(it)) for it in items],
-                                         [tuple(it.samples) for it in items], self.nli_evidence)
-                sc_pairs = [[(e, s) for s, row in zip(self._sentences(it), pr) for e in row]
-                            for it, pr in zip(items, prem)]
-            pairs = []
-            for k, it in enumerate(items):
-                texts = self._texts(it)
-                y, cands = texts[0], texts[1:]
-                # both components compare y with each candidate in both directions (the clustering compares with
-                # y first, as y opens the first cluster); identical texts need no model
-                if {"non_contradiction", "semantic_negentropy"} & set(self.components):
-                    pairs += [(y, c) for c in dict.fromkeys(cands) if c != y]
-                    pairs += [(c, y) for c in dict.fromkeys(cands) if c != y]
-                if "selfcheck_nli" in self.components:
-                    pairs += sc_pairs[k]
-            nli.probs(pairs)  # one batched pass over every unseen pair; the loops below read the cache
-            for k, (o, it) in enumerate(zip(out, items)):
-                texts = self._texts(it)
-                y, cands = texts[0], texts[1:]
-                if "non_contradiction" in self.components and cands:
-                    fw = np.array([0.0 if c == y else nli.probs([(y, c)])[0, 2] for c in cands])
-                    bw = np.array([0.0 if c == y else nli.probs([(c, y)])[0, 2] for c in cands])
-                    o["non_contradiction"] = float(np.mean(1 - (fw + bw) / 2))
-                if "semantic_negentropy" in self.components and cands:
-                    o["semantic_negentropy"] = self._negentropy(texts, len(cands))
-                if "selfcheck_nli" in self.components and cands:
-                    sents = self._sentences(it)
-                    p = nli.probs(sc_pairs[k]).reshape(len(sents), len(it.samples), 3)
-                    o["selfcheck_nli"] = float(1 - contradiction_share(p).mean(axis=1).mean())
+        if {"non_contradiction", "semantic_negentropy", "selfcheck_nli"} & set(self.components):
+            self._nli_components(items, out)
         if {"bertscore", "cosine"} & set(self.components):
-            enc = self._encoder()
-            enc.token_embeddings([t for it in items for t in (it.response, *it.samples)])  # one batched pass
-            from ..scorers.bertscore import bertscore_f1
-
-            for o, it in zip(out, items):
-                if not it.samples:
-                    continue
-                if "bertscore" in self.components:
-                    f1 = bertscore_f1(enc.token_embeddings([it.response]), enc.token_embeddings(list(it.samples)))
-                    o["bertscore"] = float(np.clip(f1[0], 0, 1).mean())
-                if "cosine" in self.components:
-                    e = enc.sentence_embeddings([it.response, *it.samples])
-                    o["cosine"] = float(np.clip(e[1:] @ e[0], 0, 1).mean())
+            self._embedding_components(items, out)
+        if self.engine_methods:
+            self._engine_components(items, out)
         return out
+
+    def _nli_components(self, items: list[ResponseItem], out: list[dict]) -> None:
+        from ..scorers.nli import contradiction_share, evidence_premises
+
+        nli = self._nli_model()
+        sc_pairs = []
+        if "selfcheck_nli" in self.components:
+            prem = evidence_premises(self._encoder(), [tuple(self._sentences(it)) for it in items],
+                                     [tuple(it.samples) for it in items], self.nli_evidence)
+            sc_pairs = [[(e, s) for s, row in zip(self._sentences(it), pr) for e in row]
+                        for it, pr in zip(items, prem)]
+        pairs = []
+        for k, it in enumerate(items):
+            texts = self._texts(it)
+            y, cands = texts[0], texts[1:]
+            # both components compare y with each candidate in both directions (the clustering compares with
+            # y first, as y opens the first cluster); identical texts need no model
+            if {"non_contradiction", "semantic_negentropy"} & set(self.components):
+                pairs += [(y, c) for c in dict.fromkeys(cands) if c != y]
+                pairs += [(c, y) for c in dict.fromkeys(cands) if c != y]
+            pairs += sc_pairs[k] if sc_pairs else []
+        nli.probs(pairs)  # one batched pass over every unseen pair; the loops below read the cache
+        for k, (o, it) in enumerate(zip(out, items)):
+            texts = self._texts(it)
+            y, cands = texts[0], texts[1:]
+            if not cands:
+                continue
+            if "non_contradiction" in self.components:
+                fw = np.array([0.0 if c == y else nli.probs([(y, c)])[0, 2] for c in cands])
+                bw = np.array([0.0 if c == y else nli.probs([(c, y)])[0, 2] for c in cands])
+                o["non_contradiction"] = float(np.mean(1 - (fw + bw) / 2))
+            if "semantic_negentropy" in self.components:
+                o["semantic_negentropy"] = self._negentropy(texts, len(cands))
+            if sc_pairs:
+                p = nli.probs(sc_pairs[k]).reshape(len(self._sentences(it)), len(it.samples), 3)
+                o["selfcheck_nli"] = float(1 - contradiction_share(p).mean(axis=1).mean())
+
+    def _embedding_components(self, items: list[ResponseItem], out: list[dict]) -> None:
+        from ..scorers.bertscore import bertscore_f1
+
+        enc = self._encoder()
+        enc.token_embeddings([t for it in items for t in (it.response, *it.samples)])  # one batched pass
+        for o, it in zip(out, items):
+            if not it.samples:
+                continue
+            if "bertscore" in self.components:
+                f1 = bertscore_f1(enc.token_embeddings([it.response]), enc.token_embeddings(list(it.samples)))
+                o["bertscore"] = float(np.clip(f1[0], 0, 1).mean())
+            if "cosine" in self.components:
+                e = enc.sentence_embeddings([it.response, *it.samples])
+                o["cosine"] = float(np.clip(e[1:] @ e[0], 0, 1).mean())
+
+    def _engine_components(self, items: list[ResponseItem], out: list[dict]) -> None:
+        """Any bounded method of the engine (a SelfCheck sentence method, aggregated to the answer by its rule):
+        confidence = 1 - its answer score. Same shared models, so its NLI pairs and embeddings are shared too."""
+        from ..pipeline import Detector
+        from ..types import Record
+
+        det = Detector(methods=list(self.engine_methods))
+        det._models.update({k: v for k, v in (("encoder", self.encoder), ("nli", self.nli)) if v is not None})
+        recs = [Record(response=it.response, samples=list(it.samples), id=str(k), prompt=it.question)
+                for k, it in enumerate(items)]
+        res = det.score([r for r in recs if r.samples])
+        for it in res.items:
+            for m in self.engine_methods:
+                out[int(it.id)][m] = 1.0 - it.passage_scores[m]
 
     @staticmethod
     def _sentences(it: ResponseItem) -> list[str]:
@@ -199,3 +240,56 @@ class ComponentScorer:
         p = np.array(sizes, float) / sum(sizes)
         se = float(-(p * np.log(p)).sum())
         return float(np.clip(1 - se / math.log(m), 0, 1)) if m > 1 else float(se == 0)
+
+
+# ---------------------------------------------------------------------------------------------- engine methods
+# The components as methods of the engine (level "response"): reported as hallucination scores, 1 - confidence.
+ENGINE_NAMES = {"exact_match": "exact_match", "non_contradiction": "non_contradiction",
+                "semantic_negentropy": "semantic_negentropy", "bertscore_response": "bertscore", "cosine": "cosine"}
+
+
+class ResponseMethods:
+    """The response components over the detector's prepared items (the run's shared encoder and NLI model)."""
+
+    def __init__(self, names: list[str], art):
+        comps = [ENGINE_NAMES[n] for n in names]
+        need_nli = {"non_contradiction", "semantic_negentropy"} & set(comps)
+        need_enc = {"bertscore", "cosine"} & set(comps)
+        self.names = list(names)
+        self.scorer = ComponentScorer(encoder=art.encoder() if need_enc else None,
+                                      nli=art.nli() if need_nli else None, components=comps,
+                                      condition_on_question=bool(art.option("condition_on_question", False)))
+
+    def score(self, items) -> dict:
+        from ..scorers.base import MethodScores
+
+        answers = [ResponseItem(it.id, it.record.prompt or "", it.record.response, list(it.evidence))
+                   for it in items]
+        rows = self.scorer.score(answers)
+        return {n: [MethodScores(np.zeros(0), 1.0 - r.get(ENGINE_NAMES[n], float("nan"))) for r in rows]
+                for n in self.names}
+
+
+def _register() -> None:
+    from ..engine.registry import MethodSpec, register
+
+    src = "Bouchard & Chauhan 2025 (uqlm; seed 003) "
+    register(
+        MethodSpec("exact_match", level="response", needs=(), bounded=True, aggregate=None, group="response",
+                   source=src + "Eq. 4", formula="1 - share of samples equal to the response after normalization"),
+        MethodSpec("non_contradiction", level="response", needs=("nli",), bounded=True, aggregate=None,
+                   group="response", source=src + "Eq. 5-6",
+                   formula="mean over samples of (eta(y, s) + eta(s, y)) / 2, eta = P(contradiction)"),
+        MethodSpec("semantic_negentropy", level="response", needs=("nli",), bounded=True, aggregate=None,
+                   group="response", source="Farquhar et al. 2024; " + src + "Eq. 7-8",
+                   formula="entropy of the mutual-entailment clusters of response + samples / log m"),
+        MethodSpec("bertscore_response", level="response", needs=("token_embeddings",), bounded=True,
+                   aggregate=None, group="response", source=src + "Eq. 12",
+                   formula="1 - mean over samples of BERTScore F1 of the whole response against the sample"),
+        MethodSpec("cosine", level="response", needs=("sentence_embeddings",), bounded=True, aggregate=None,
+                   group="response", source=src + "Eq. 13",
+                   formula="1 - mean over samples of the cosine of mean-pooled sentence embeddings"),
+        build=ResponseMethods)
+
+
+_register()

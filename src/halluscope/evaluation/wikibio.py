@@ -180,3 +180,33 @@ def sweep_layers(
             progress(len(items), len(recs))
     names = [sc.name for sc in scorers]
     return evaluate_results(Results(items=items, methods=names), names)
+
+
+def load_results(path, with_=None, combine: str | None = None, positions=None, methods=None, learned=None):
+    """A results file ready for :func:`evaluate_results` (``(results, False)``), or ``(None, True)`` when ``path``
+    holds records to score: merged with the ``with_`` files by id, the combination recomputed from ``combine``
+    (normalized over these records, as the paper does), restricted to ``positions``, ``learned`` applied when asked
+    for and absent, and only ``methods`` kept when given."""
+    from ..io import keep_methods, merge_results, read_results
+    from ..scorers import combination
+
+    head = Path(path).read_text(encoding="utf-8")[:4000]
+    if '"sentence_scores"' not in head:
+        return None, True
+    res = merge_results([read_results(path), *(read_results(p) for p in with_ or [])])
+    if combine:
+        comps = [m.strip() for m in combine.split(",") if m.strip()]
+        missing = [m for m in comps if res.items and m not in res.items[0].sentence_scores]
+        if missing:
+            raise ValueError(f"--combine: no scores for {missing} in these results")
+        combination.apply(res.items, comps, "run")
+        res.methods = list(dict.fromkeys([*res.methods, "combination"]))
+    if positions is not None:
+        res.items = [res.items[i] for i in positions]
+    if methods and "learned" in methods and res.items and "learned" not in res.items[0].sentence_scores:
+        from ..scorers.learned import LearnedCombination
+
+        LearnedCombination.load(learned).apply(res.items)
+    if methods:
+        keep_methods(res, methods)
+    return res, False

@@ -67,6 +67,24 @@ class Draw:
     def ok(self) -> bool:
         return self.main is not None and all(s is not None for s in self.samples)
 
+    def to_record(self, index: int, prompt: str, backend_id: str = ""):
+        """The record to score: the main response, its token log-probs (offsets relative to the stripped text), and
+        the non-empty samples (an empty sample says nothing: left out, and ``meta`` counts it). Raises
+        :class:`~halluscope.types.RecordError` naming the field at fault."""
+        from ..types import Record, RecordError
+
+        if not self.ok:
+            raise RecordError(str(index), "samples", "; ".join(self.errors))
+        text = self.main.text
+        lead = len(text) - len(text.lstrip())
+        toks = [dict(vars(t), offset=t.offset - lead) for t in (self.main.tokens or [])]
+        samples = [s.text.strip() for s in self.samples]
+        used = [x for x in samples if x]
+        rec = Record.from_dict({"id": str(index), "prompt": prompt, "response": text.strip(), "samples": used}, index)
+        rec.meta = {"tokens": toks, "usage": self.usage(), "backend": backend_id, "samples_used": len(used),
+                    "samples_empty": len(samples) - len(used)}
+        return rec
+
     def usage(self) -> dict:
         gens = [g for g in [self.main, *self.samples] if g is not None]
         costs = [g.cost for g in gens if g.cost is not None]
@@ -158,3 +176,27 @@ class Sampler:
             gens = [g if isinstance(g, Generation) else None for g in chunk]
             draws.append(Draw(p, gens[0], gens[1:], errors))
         return draws
+
+
+def records_from_draws(prompts: list[str], draws: list[Draw], backend_id: str = ""):
+    """Records of the draws that can be scored, and a :class:`~halluscope.types.RecordError` for each other."""
+    from ..types import RecordError
+
+    records, errors = [], []
+    for i, (p, d) in enumerate(zip(prompts, draws)):
+        try:
+            records.append(d.to_record(i, p, backend_id))
+        except RecordError as e:
+            errors.append(e)
+    return records, errors
+
+
+def usage_summary(records, results=None) -> dict:
+    """Token counts and cache hits of the records' draws; with ``results`` (of those records), each item's usage is
+    kept with it (``evidence['usage']``)."""
+    usage = [r.meta["usage"] for r in records]
+    for r, it in zip(records, results.items if results is not None else []):
+        it.evidence["usage"] = [r.meta["usage"]]
+    return {"prompt_tokens": sum(u["prompt_tokens"] for u in usage),
+            "completion_tokens": sum(u["completion_tokens"] for u in usage),
+            "cached_generations": sum(u["cached"] for u in usage)}

@@ -110,8 +110,8 @@ def train_nli(
     ids, types = enc["input_ids"], enc.get("token_type_ids")
     labels = [_label_id(p.label) for p in pairs]
     lengths = [len(x) for x in ids]
-    model = AutoModelForSequenceClassification.from_pretrained(
-        path, num_labels=3, id2label=dict(enumerate(LABELS)), label2id={k: i for i, k in enumerate(LABELS)})
+    model = AutoModelForSequenceClassification.from_pretrained(  # fp32 master weights (a packaged base is fp16)
+        path, dtype=torch.float32, num_labels=3, id2label=dict(enumerate(LABELS)), label2id={k: i for i, k in enumerate(LABELS)})
     model.base_model.embeddings.word_embeddings.weight.requires_grad_(False)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)

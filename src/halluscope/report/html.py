@@ -188,36 +188,17 @@ def build_report(results: Results, out: str | Path, title: str = "halluscope rep
                  source: str = "", figures_dir: str | Path | None = None) -> Path:
     """Write the HTML report of ``results`` to ``out``; returns the path. With ``figures_dir``, every figure is also
     written there as a PNG (for a README or a paper)."""
-    from ..evaluation.paper import paper_row
-    from ..evaluation.wikibio import evaluate_results
-    from ..pipeline import method_summary
-
     t0 = time.perf_counter()
     methods = list(results.methods or (results.items[0].sentence_scores if results.items else []))
-    infos = results.settings.get("methods", {})
-    labelled = bool(results.items) and all(it.labels is not None for it in results.items)
-    primary = next((m for m in ("learned", "combination", "nli", "ngram1_max") if m in methods),
-                   methods[0] if methods else "")
+    sentence_methods = [m for m in methods if results.items and m in results.items[0].sentence_scores]
+    primary = next((m for m in ("probability", "learned", "combination", "nli", "ngram1_max")
+                    if m in sentence_methods), sentence_methods[0] if sentence_methods else "")
     figs: list[tuple[str, str]] = []
-    sections = []
-    if labelled and methods:
-        figures = evaluate_results(results, methods)
-        rows = [(m, figures[m], paper_row(m)) for m in methods] + [("random", figures["random"], None)]
-        sections.append("<h2 id='reproduction'>Reproduction against human labels</h2><p>Sentence AUC-PR (%) and "
-                        f"passage correlation (%) over {len(results.items)} passages; the paper's figures (SelfCheckGPT "
-                        "Table 3 and later tables) under each row where the method is in the paper.</p>"
-                        + _table_html(rows))
-        shown = methods[:8]
-        pr = _png(lambda b: _pr_curves(results, shown, b))
-        sc = _png(lambda b: _passage_scatter(results, shown[:6], b))
-        figs += [("Precision-recall, NonFact (Figure 5)", pr), ("Passage vs human scores (Figure 6)", sc)]
-        sections.append(f"<div class='figs'><img alt='precision-recall curves' src='{pr}'>"
-                        f"<img alt='passage scores against human scores' src='{sc}'></div>")
+    sections = _label_sections(results, sentence_methods, figs)
     if fig7:
         from .plots import plot_samples
 
-        metric = "spearman"
-        f7 = _png(lambda b: plot_samples(fig7, b, metric))
+        f7 = _png(lambda b: plot_samples(fig7, b, "spearman"))
         f7b = _png(lambda b: plot_samples(fig7, b, "nonfact_star"))
         figs += [("Score against number of samples (Figure 7)", f7), ("NonFact* against number of samples", f7b)]
         sections.append("<h2 id='samples'>Number of samples (Figure 7)</h2><div class='figs'>"
@@ -225,32 +206,16 @@ def build_report(results: Results, out: str | Path, title: str = "halluscope rep
     if ensemble:
         sections.append("<h2 id='ensemble'>Response-level detection (tunable ensemble)</h2>"
                         + _ensemble_sections(ensemble, figs))
-    shades, ranks = _shades_and_ranks(results, methods, infos)
-    passages = []
-    for k, it in enumerate(results.items):
-        smp = (samples or {}).get(it.id)
-        ev = {m: [_evidence_text(e, smp) for e in v] for m, v in it.evidence.items()
-              if isinstance(v, list) and len(v) == len(it.sentences)}
-        passages.append({"id": it.id, "prompt": it.prompt, "sentences": it.sentences, "labels": it.labels,
-                         "scores": {m: it.sentence_scores[m] for m in methods}, "passage": it.passage_scores,
-                         "shade": {m: shades[m][k] for m in methods}, "rank": {m: ranks[m][k] for m in ranks},
-                         "evidence": ev})
-    summary = {
-        "source": source, "passages": len(results.items), "sentences": sum(len(it.sentences) for it in results.items),
-        "methods": {m: infos.get(m, {}).get("description") or method_summary(m) for m in methods},
-        "samples per passage": sorted({it.num_samples for it in results.items}),
-        "run time (s)": results.settings.get("seconds"),
-        "settings": {k: v for k, v in results.settings.items() if k not in ("methods", "seconds")},
-        "errors": len(results.errors),
-    }
-    data = _clean({"methods": methods, "primary": primary, "passages": passages})
+    data = _clean({"methods": sentence_methods, "primary": primary,
+                   "passages": _passages(results, sentence_methods, samples)})
+    summary = _summary(results, methods, source)
     summary_html = "".join(
-        f"<tr><th>{html.escape(k)}</th><td>{html.escape(json.dumps(_clean(v), ensure_ascii=False) if not isinstance(v, str) else v)}</td></tr>"
+        f"<tr><th>{html.escape(k)}</th><td>{html.escape(_summary_cell(v))}</td></tr>"
         for k, v in summary.items() if v not in (None, {}, [], ""))
     methods_html = "".join(f"<li><b>{html.escape(m)}</b>: {html.escape(d or 'no description recorded')}</li>"
                            for m, d in summary["methods"].items())
     options = "".join(f"<option value='{html.escape(m)}'{' selected' if m == primary else ''}>{html.escape(m)}</option>"
-                      for m in methods)
+                      for m in sentence_methods)
     fig_index = "".join(f"<li>{html.escape(n)}</li>" for n, _ in figs)
     doc = _TEMPLATE.format(
         title=html.escape(title), css=_CSS, js=_JS, options=options, summary=summary_html, methods=methods_html,
@@ -261,13 +226,100 @@ def build_report(results: Results, out: str | Path, title: str = "halluscope rep
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(doc, encoding="utf-8")
-    if figures_dir:
-        d = Path(figures_dir)
-        d.mkdir(parents=True, exist_ok=True)
-        for name, uri in figs:
-            slug = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
-            (d / f"{slug}.png").write_bytes(base64.b64decode(uri.split(",", 1)[1]))
+    _write_pngs(figs, figures_dir)
     return out
+
+
+def _label_sections(results: Results, methods: list[str], figs: list) -> list[str]:
+    """The reproduction table, PR curves and passage scatter, and the reliability diagram of the default
+    probability, where every record has labels."""
+    from ..evaluation.paper import paper_row
+    from ..evaluation.wikibio import evaluate_results
+
+    if not (results.items and methods and all(it.labels is not None for it in results.items)):
+        return []
+    figures = evaluate_results(results, methods)
+    rows = [(m, figures[m], paper_row(m)) for m in methods] + [("random", figures["random"], None)]
+    out = ["<h2 id='reproduction'>Reproduction against human labels</h2><p>Sentence AUC-PR (%) and "
+           f"passage correlation (%) over {len(results.items)} passages; the paper's figures (SelfCheckGPT "
+           "Table 3 and later tables) under each row where the method is in the paper.</p>" + _table_html(rows)]
+    shown = methods[:8]
+    pr = _png(lambda b: _pr_curves(results, shown, b))
+    sc = _png(lambda b: _passage_scatter(results, shown[:6], b))
+    figs += [("Precision-recall, NonFact (Figure 5)", pr), ("Passage vs human scores (Figure 6)", sc)]
+    out.append(f"<div class='figs'><img alt='precision-recall curves' src='{pr}'>"
+               f"<img alt='passage scores against human scores' src='{sc}'></div>")
+    if "probability" in methods:
+        from ..calibration import report as calibration_report
+        from .plots import plot_reliability
+
+        cal = calibration_report(results)["sentences"]
+        rel = _png(lambda b: plot_reliability(cal, b, "default probability, sentences"))
+        figs.append(("Reliability of the default probability", rel))
+        out.append(f"<h2 id='calibration'>Calibration of the default probability</h2><p>{cal['n']} sentences "
+                   f"(positive: minor or major inaccurate): ECE {cal['ece']:.3f}, Brier score {cal['brier']:.3f} "
+                   f"({cal['bins']} equal-width bins).</p><div class='figs'><img alt='reliability diagram' "
+                   f"src='{rel}'></div>")
+    return out
+
+
+def _passages(results: Results, methods: list[str], samples: dict | None) -> list[dict]:
+    infos = results.settings.get("methods", {})
+    shades, ranks = _shades_and_ranks(results, methods, infos)
+    out = []
+    for k, it in enumerate(results.items):
+        smp = (samples or {}).get(it.id)
+        ev = {m: [_evidence_text(e, smp) for e in v] for m, v in it.evidence.items()
+              if isinstance(v, list) and len(v) == len(it.sentences)}
+        out.append({"id": it.id, "prompt": it.prompt, "sentences": it.sentences, "labels": it.labels,
+                    "scores": {m: it.sentence_scores[m] for m in methods}, "passage": it.passage_scores,
+                    "shade": {m: shades[m][k] for m in methods}, "rank": {m: ranks[m][k] for m in ranks},
+                    "evidence": ev})
+    return out
+
+
+def _summary(results: Results, methods: list[str], source: str) -> dict:
+    """The run at a glance: what was scored, with which models and settings, and how long it took."""
+    from ..pipeline import method_summary
+
+    st = results.settings
+    infos = st.get("methods", {})
+    models = {k: st.get(k) for k in ("encoder", "nli", "layer", "precision") if st.get(k) is not None}
+    if st.get("llm"):
+        models["llm"] = st["llm"].get("backend")
+    return {
+        "source": source, "passages": len(results.items), "sentences": sum(len(it.sentences) for it in results.items),
+        "methods": {m: infos.get(m, {}).get("description") or method_summary(m) for m in methods},
+        "models": ", ".join(f"{k}: {v}" for k, v in models.items()),
+        "samples per passage": ", ".join(str(n) for n in sorted({it.num_samples for it in results.items})),
+        "run time": f"{st['seconds']:.1f} s" if st.get("seconds") is not None else None,
+        "scorer time": ", ".join(f"{k} {v:.1f} s" for k, v in st.get("scorer_seconds", {}).items()),
+        "flagged (default probability >= 0.5)": _flag_count(results),
+        "errors": len(results.errors),
+    }
+
+
+def _flag_count(results: Results) -> str | None:
+    flagged = [it for it in results.items if it.flags]
+    if not flagged:
+        return None
+    n = sum(it.flags["response"] for it in flagged)
+    s = sum(sum(it.flags["sentences"]) for it in flagged)
+    return f"{n} of {len(flagged)} answers, {s} of {sum(len(it.sentences) for it in flagged)} sentences"
+
+
+def _summary_cell(v) -> str:
+    return v if isinstance(v, str) else json.dumps(_clean(v), ensure_ascii=False)
+
+
+def _write_pngs(figs: list[tuple[str, str]], folder: str | Path | None) -> None:
+    if not folder:
+        return
+    d = Path(folder)
+    d.mkdir(parents=True, exist_ok=True)
+    for name, uri in figs:
+        slug = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+        (d / f"{slug}.png").write_bytes(base64.b64decode(uri.split(",", 1)[1]))
 
 
 _CSS = """
@@ -360,3 +412,17 @@ style="background:hsl(60,75%,79%)"></span><span style="background:hsl(0,75%,70%)
 <script>{js}</script>
 </body></html>
 """
+
+
+def samples_of(results, records=None, data=None) -> dict[str, list[str]]:
+    """The samples of each scored record, so evidence can quote them: from the given records, else from WikiBio
+    (found by id in ``data``) when the data is there, else none."""
+    if records is not None:
+        return {r.id: list(r.samples) for r in records}
+    from ..evaluation.wikibio import load_wikibio
+
+    ids = {it.id for it in results.items}
+    try:
+        return {r.id: list(r.samples) for r in load_wikibio(data) if r.id in ids}
+    except OSError:
+        return {}

@@ -34,3 +34,30 @@ def plot_samples(out: dict[str, dict[int, dict[str, float]]], path, metric: str 
     fig.savefig(path, format="png")
     plt.close(fig)
     return path
+
+
+def plot_reliability(cal: dict, path, title: str = "reliability"):
+    """Reliability diagram: per bin, the share of positives against the mean predicted probability (the diagonal is
+    perfect calibration), with the bin counts as bars; ECE and Brier score in the title."""
+    plt = pyplot()
+    fig, (ax, axn) = plt.subplots(2, 1, figsize=(4.8, 5.2), dpi=120, sharex=True,
+                                  gridspec_kw={"height_ratios": [3, 1]})
+    pts = cal["reliability"]
+    ax.plot([0, 1], [0, 1], color="#999", lw=1, ls="--", label="perfect calibration")
+    ax.plot([p["mean_p"] for p in pts], [p["positive_rate"] for p in pts], marker="o", label="observed")
+    ax.set_ylabel("share hallucinated")
+    ax.set_title(f"{title}\nECE {cal['ece']:.3f}, Brier {cal['brier']:.3f}, n = {cal['n']}", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    width = 1.0 / cal["bins"]
+    axn.bar([(p["bin"] + 0.5) * width for p in pts], [p["n"] for p in pts], width=width * 0.9, color="#90a4ae")
+    axn.set_xlabel("predicted probability of hallucination")
+    axn.set_ylabel("count")
+    axn.set_xlim(0, 1)
+    fig.tight_layout()
+    if isinstance(path, (str, Path)):
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png")
+    plt.close(fig)
+    return path

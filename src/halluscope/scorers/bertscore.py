@@ -92,3 +92,15 @@ class BERTScoreScorer:
             s = 1.0 - best.mean(axis=1)
             out.append(MethodScores(s, float(s.mean())))
         return {self.name: out}
+
+
+def _register() -> None:
+    from ..engine.registry import MethodSpec, register
+
+    register(MethodSpec("bertscore", level="sentence", needs=("sentences", "sample_sentences", "token_embeddings"),
+                        bounded=True, source="SelfCheckGPT (Manakul et al. 2023) §5.1, Eq. 6",
+                        formula="1 - mean over samples of the best BERTScore F1 against the sample's sentences"),
+             build=lambda names, art: BERTScoreScorer(art.encoder(), baseline=art.option("bertscore_baseline")))
+
+
+_register()

@@ -1,15 +1,19 @@
 """SelfCheckGPT-Combination (Manakul et al. 2023, §5.4): the average of the normalized scores of several variants.
 
-Each component's sentence scores are z-normalized over all sentences of the run (mean 0, standard deviation 1:
-the variants live on different scales, and unbounded n-gram scores have no fixed range), then averaged. The
-passage score is the mean of the sentence scores (Eq. 15). The result is unbounded and relative to the run it was
-computed on; the normalization statistics are kept in the run's settings so they can be re-applied to other data.
+Each component's sentence scores are z-normalized (mean 0, standard deviation 1: the variants live on different
+scales, and unbounded n-gram scores have no fixed range), then averaged; the passage score is the mean of the
+sentence scores (Eq. 15). The normalization statistics are **fixed**: those of WikiBio passages 0-118 (packaged in
+``data/calibration.json``, written by ``halluscope calibrate``), so a record gets the same score alone as in any
+batch. A component with no packaged statistics (an LLM method, say) is normalized over the run's own sentences, as
+the paper does over its dataset, and the run's settings say so; ``stats="run"`` normalizes every component over the
+run (the paper's setting, used by ``reproduce``). The combiner itself is :class:`halluscope.combine.ZMean`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..combine import ZMean
 from ..types import ItemResult, MethodInfo
 
 NAME = "combination"
@@ -19,34 +23,40 @@ def info(components: list[str]) -> MethodInfo:
     return MethodInfo(
         NAME,
         bounded=False,
-        description="mean of z-normalized sentence scores of " + ", ".join(components) + " (raw, unbounded)",
+        description="mean of z-normalized sentence scores of " + ", ".join(components) + " (raw, unbounded; "
+        "z with the statistics of WikiBio passages 0-118)",
     )
 
 
-def normalization_stats(items: list[ItemResult], components: list[str]) -> dict[str, tuple[float, float]]:
-    stats = {}
-    for m in components:
-        v = np.concatenate([np.asarray(it.sentence_scores[m], dtype=float) for it in items]) if items else np.zeros(0)
-        v = v[np.isfinite(v)]
-        mu = float(v.mean()) if len(v) else 0.0
-        sd = float(v.std()) if len(v) > 1 else 1.0
-        stats[m] = (mu, sd if sd > 0 else 1.0)
-    return stats
+def matrix(items: list[ItemResult], components: list[str]) -> np.ndarray:
+    """Sentences (rows of every item, in order) by components."""
+    if not items:
+        return np.zeros((0, len(components)))
+    return np.column_stack([np.concatenate([np.asarray(it.sentence_scores[m], float) for it in items])
+                            for m in components])
 
 
-def apply(items: list[ItemResult], components: list[str], stats: dict[str, tuple[float, float]] | None = None):
-    """Add the ``combination`` scores to every item (in place); returns the statistics used."""
+def combiner(items: list[ItemResult], components: list[str], stats: dict | str | None = None) -> ZMean:
+    """The ZMean to apply: packaged statistics (or the ``stats`` given) where known, the run's for the rest."""
     if not components:
         raise ValueError("combination needs at least one other method")
-    stats = stats or normalization_stats(items, components)
+    if stats is None:
+        from ..calibration import packaged_zstats
+
+        stats = packaged_zstats()
+    known = {} if stats == "run" else dict(stats)
+    run = ZMean(components).fit(matrix(items, [m for m in components]))
+    mean = [known[m][0] if m in known else run.mean[k] for k, m in enumerate(components)]
+    scale = [known[m][1] if m in known else run.scale[k] for k, m in enumerate(components)]
+    fitted = "run" if stats == "run" else ",".join(m for m in components if m not in known)
+    return ZMean(list(components), mean, scale, fitted_on=f"run-relative: {fitted}" if fitted else "packaged")
+
+
+def apply(items: list[ItemResult], components: list[str], stats: dict | str | None = None) -> dict:
+    """Add the ``combination`` scores to every item (in place); returns the statistics used, per component."""
+    zm = combiner(items, components, stats)
     for it in items:
-        zs = []
-        for m in components:
-            mu, sd = stats[m]
-            v = np.asarray(it.sentence_scores[m], dtype=float)
-            v = np.where(np.isposinf(v), mu + 5 * sd, v)  # an unseen n-gram: far above the mean, but finite
-            zs.append((v - mu) / sd)
-        comb = np.mean(zs, axis=0)
+        comb = zm.transform(matrix([it], components))
         it.sentence_scores[NAME] = [float(x) for x in comb]
         it.passage_scores[NAME] = float(comb.mean())
-    return stats
+    return {"statistics": {m: (mu, sd) for m, mu, sd in zip(components, zm.mean, zm.scale)}, "from": zm.fitted_on}

@@ -72,3 +72,15 @@ class EntityScorer:
             s = np.where(np.isfinite(s), s, fill)
             out.append(MethodScores(s, float(s.mean()), evidence))
         return {self.name: out}
+
+
+def _register() -> None:
+    from ..engine.registry import MethodSpec, register
+
+    register(MethodSpec("entity", level="sentence", needs=("sentences", "entities"), bounded=True,
+                        source="halluscope (issue 3): agreement of named entities, numbers and dates",
+                        formula="1 - min over the sentence's named entities e of the share of samples containing e"),
+             build=lambda names, art: EntityScorer())
+
+
+_register()

@@ -120,3 +120,22 @@ class ProxyScorer:
             for name, ms in _scores(self.prefix, metrics, k).items():
                 out[name].append(ms)
         return out
+
+
+def _register() -> None:
+    from ..engine.registry import MethodSpec, register
+
+    what = {"avg_nlp": "mean over tokens of -log p", "max_nlp": "max over tokens of -log p",
+            "avg_entropy": "mean over tokens of the next-token entropy H",
+            "max_entropy": "max over tokens of the next-token entropy H"}
+    register(*(MethodSpec(f"greybox_{m}", level="sentence", needs=("sentences", "logprobs"), bounded=False,
+                          group="greybox", source="SelfCheckGPT (Manakul et al. 2023) §4, Table 3 (grey-box)",
+                          formula=f"{f}, the LLM's own log-probs (top-k renormalized)") for m, f in what.items()),
+             build=lambda names, art: GreyBoxScorer())
+    register(*(MethodSpec(f"proxy_{m}", level="sentence", needs=("sentences", "proxy_lm"), bounded=False,
+                          group="proxy", source="SelfCheckGPT (Manakul et al. 2023) §4, Table 3 (proxy LLM)",
+                          formula=f"{f}, teacher-forcing the response through a local LM") for m, f in what.items()),
+             build=lambda names, art: ProxyScorer(art.proxy_lm()))
+
+
+_register()

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..combine import Logistic
 from ..types import ItemResult, MethodInfo, Results
 
 NAME = "learned"
@@ -43,16 +44,17 @@ class LearnedCombination:
     # ------------------------------------------------------------------ fitting and storage
     @classmethod
     def fit(cls, results: Results, components: list[str], C: float = 1.0, trained_on: str = "") -> "LearnedCombination":
-        from sklearn.linear_model import LogisticRegression
-
+        """Fit the :class:`~halluscope.combine.Logistic` combiner on the labelled sentences of ``results``."""
         X, y = features(results, components), labels(results)
-        mu, sd = X.mean(axis=0), X.std(axis=0)
-        sd = np.where(sd > 0, sd, 1.0)
-        clf = LogisticRegression(C=C, max_iter=1000).fit((X - mu) / sd, y)
-        return cls(components=list(components), mean=mu.tolist(), scale=sd.tolist(), weights=clf.coef_[0].tolist(),
-                   bias=float(clf.intercept_[0]), trained_on=trained_on,
+        lr = Logistic(list(components), C=C).fit(X, y)
+        return cls(components=list(components), mean=lr.mean, scale=lr.scale, weights=lr.weights, bias=lr.bias,
+                   trained_on=trained_on,
                    settings={"C": C, "sentences": int(len(y)), "positives": int(y.sum()),
                              "positive_class": "label > 0.499 (minor or major inaccurate)"})
+
+    def combiner(self) -> Logistic:
+        return Logistic(self.components, self.mean, self.scale, self.weights, self.bias,
+                        C=self.settings.get("C", 1.0), fitted_on=self.trained_on)
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(asdict(self), indent=1) + "\n")
@@ -76,8 +78,7 @@ class LearnedCombination:
         )
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        z = (X - np.asarray(self.mean)) / np.asarray(self.scale)
-        return 1.0 / (1.0 + np.exp(-(z @ np.asarray(self.weights) + self.bias)))
+        return self.combiner().predict_proba(X)
 
     def apply(self, items: list[ItemResult]) -> None:
         """Add the ``learned`` sentence and passage scores to every item (in place)."""
@@ -106,3 +107,17 @@ def labels(results: Results) -> np.ndarray:
     if not items:
         raise ValueError("training the learned combination needs labelled records")
     return (np.concatenate([np.asarray(it.labels, float) for it in items]) > 0.499).astype(int)
+
+
+def cross_validate(results: Results, components: list[str], C: float = 1.0, folds: int = 5) -> Results:
+    """k-fold check grouped by passage: every passage scored by a combination fitted without it. Returns the
+    out-of-fold results (``learned`` added), for :func:`~halluscope.evaluation.wikibio.evaluate_results`."""
+    from sklearn.model_selection import KFold
+
+    oof = []
+    for train_idx, test_idx in KFold(n_splits=folds, shuffle=True, random_state=0).split(results.items):
+        fold = LearnedCombination.fit(Results(items=[results.items[i] for i in train_idx]), components, C=C)
+        held = [results.items[i] for i in test_idx]
+        fold.apply(held)
+        oof.extend(held)
+    return Results(items=oof, methods=[*components, NAME])

@@ -10,6 +10,14 @@ smoothing (k = 0). For sentence i with tokens j = 1..J:
 Passage level (paper §7.2): Avg is the mean over all tokens of the passage; Max is the mean of the sentence maxima.
 Both are unbounded (raw -log p). All n in ``ns`` share one tokenization; counting is vectorized with numpy on
 integer-coded n-grams.
+
+``ngram1_max_rel`` (halluscope) divides the unigram Max by its upper bound, log T (T tokens counted; a token seen
+only in the response has count 1, so -log p <= log T):
+
+    S_max_rel(i) = max_j (-log p~_ij) / log T          in [0, 1]; 1 = a token that no sample contains
+
+The raw score grows with the amount of sample text (an unseen word scores log 3000 = 8.0 against 20 WikiBio samples,
+log 66 = 4.2 against 10 one-line answers); the ratio means the same for long and short answers.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from ..types import MethodInfo
 from .base import MethodScores, PreparedItem
 
 PAD = "<s>"
+REL = "ngram1_max_rel"
 
 
 def method_name(n: int, agg: str) -> str:
@@ -38,6 +47,7 @@ class NgramScorer:
         aggs: tuple[str, ...] = ("max",),
         lowercase: bool = True,
         sentence_split: str = "rule",
+        relative: bool = False,
     ):
         if any(n < 1 for n in ns):
             raise ValueError("n must be >= 1")
@@ -47,6 +57,7 @@ class NgramScorer:
         self.aggs = tuple(aggs)
         self.lowercase = lowercase
         self.sentence_split = sentence_split
+        self.relative = relative and 1 in self.ns and "max" in self.aggs
 
     def method_info(self) -> list[MethodInfo]:
         out = []
@@ -61,6 +72,9 @@ class NgramScorer:
                         passage="mean over all tokens" if agg == "avg" else "mean of sentence maxima",
                     )
                 )
+        if self.relative:
+            out.append(MethodInfo(REL, bounded=True, description="unigram max -log p divided by its bound log T "
+                                  "(T tokens counted), [0, 1]"))
         return out
 
     def score(self, items: list[PreparedItem]) -> dict[str, list[MethodScores]]:
@@ -157,4 +171,36 @@ class NgramScorer:
                 res[method_name(n, "avg")] = MethodScores(avg, float(nlp.mean()))
             if "max" in self.aggs:
                 res[method_name(n, "max")] = MethodScores(mx, float(mx.mean()))
+            if n == 1 and self.relative:
+                rel = mx / np.log(max(n_train_tok, 2))
+                res[REL] = MethodScores(rel, float(rel.mean()))
         return res
+
+
+def _build(names: list[str], art) -> NgramScorer:
+    ns = tuple(sorted({int(n[5]) for n in names}))
+    aggs = tuple(sorted({n.split("_")[1] for n in names}))
+    return NgramScorer(ns=ns, aggs=aggs, sentence_split=art.option("sentence_split", "rule"), relative=REL in names)
+
+
+def _register() -> None:
+    from ..engine.registry import MethodSpec, register
+
+    specs = []
+    for agg in ("avg", "max"):
+        for n in range(1, 6):
+            how = "mean" if agg == "avg" else "max"
+            specs.append(MethodSpec(
+                method_name(n, agg), level="sentence", needs=("sentences", "sample_sentences", "ngram_model"),
+                bounded=False, source="SelfCheckGPT (Manakul et al. 2023) §5.3, Eq. 13-14",
+                formula=f"{how} over the sentence's tokens of -log p~ under a {n}-gram model of samples + response",
+                aggregate="token-mean" if agg == "avg" else "mean", group="ngram"))
+    specs.append(MethodSpec(
+        REL, level="sentence", needs=("sentences", "sample_sentences", "ngram_model"), bounded=True, group="ngram",
+        source="SelfCheckGPT Eq. 14 (unigram Max) over its upper bound log T (halluscope)",
+        formula="max over the sentence's tokens of -log p~ (unigram model of samples + response) / log T, T tokens "
+                "counted: 1 = a token no sample contains"))
+    register(*specs, build=_build)
+
+
+_register()

@@ -119,3 +119,27 @@ class NLIScorer:
                 s = v.mean(axis=1)
                 out[n].append(MethodScores(s, float(s.mean()), ev))
         return out
+
+
+def _build(names: list[str], art) -> NLIScorer:
+    evidence = art.option("nli_evidence", 3)
+    enc = art.encoder() if evidence != "sample" else None
+    return NLIScorer(art.nli(), sentence_first=art.option("nli_sentence_first", False), encoder=enc,
+                     evidence=evidence, names=tuple(names))
+
+
+def _register() -> None:
+    from ..engine.registry import MethodSpec, register
+
+    needs = ("sentences", "sample_sentences", "sentence_embeddings", "nli")
+    register(
+        MethodSpec("nli", level="sentence", needs=needs, bounded=True, group="nli",
+                   source="SelfCheckGPT (Manakul et al. 2023) §5.4, Eq. 10 (SelfCheck-NLI)",
+                   formula="mean over samples of p_c / (p_e + p_c), premise = the sample's k closest sentences"),
+        MethodSpec("nli_support", level="sentence", needs=needs, bounded=True, group="nli",
+                   source="the support question of AlignScore (Zha et al. 2023) and MiniCheck (Tang et al. 2024)",
+                   formula="mean over samples of 1 - p_e (the sentence is not entailed by the sample's evidence)"),
+        build=_build)
+
+
+_register()

@@ -72,3 +72,16 @@ class PromptScorer:
             s = x.mean(axis=1)
             out.append(MethodScores(s, float(s.mean()), [{"answers": row} for row in answers[k]]))
         return {self.name: out}
+
+
+def _register() -> None:
+    from ..engine.registry import MethodSpec, register
+
+    register(MethodSpec("prompt", level="sentence", needs=("sentences", "llm"), bounded=True,
+                        source="SelfCheckGPT (Manakul et al. 2023) §5.5 (SelfCheck-Prompt)",
+                        formula="mean over samples of the LLM's verdict 'supported by the sample?': Yes 0, No 1, "
+                                "other 0.5"),
+             build=lambda names, art: PromptScorer(art.llm("prompt")))
+
+
+_register()

@@ -238,3 +238,27 @@ class QAScorer:
             for j, name in enumerate(self.names):
                 out[name].append(MethodScores(arr[:, j], float(arr[:, j].mean()), ev if j == 2 else None))
         return out
+
+
+def _build(names: list[str], art) -> "QAScorer":
+    stages = dict(art.option("qa_stages") or {})
+    llm = art.option("llm")
+    if llm is None and set(stages) != {"g1", "g2", "a", "u"}:
+        raise ValueError("the 'qa' methods need an LLM (Detector(llm=Sampler(backend))) for every MQAG stage "
+                         "not given as a Hugging Face model in qa_stages")
+    return QAScorer(llm, stages=stages)
+
+
+def _register() -> None:
+    from ..engine.registry import MethodSpec, register
+
+    rule = {"qa_count": "N_n / (N_m + N_n) over answerable samples",
+            "qa_bayes": "g2^N_n / (g1^N_m + g2^N_n), hard counts (Eq. 20)",
+            "qa_bayes_alpha": "the Bayes score with answerability soft counts (Eq. 21)"}
+    register(*(MethodSpec(n, level="sentence", needs=("sentences", "mqag_models", "llm"), bounded=True, group="qa",
+                          source="SelfCheckGPT (Manakul et al. 2023) §5.2 and App. B (MQAG)",
+                          formula="multiple-choice questions from the sentence answered on R and each sample: " + f)
+               for n, f in rule.items()), build=_build)
+
+
+_register()

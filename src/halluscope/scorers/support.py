@@ -80,3 +80,15 @@ class SupportScorer:
             s = np.array(scores)
             out.append(MethodScores(s, float(s.mean()), evidence))
         return {self.name: out}
+
+
+def _register() -> None:
+    from ..engine.registry import MethodSpec, register
+
+    register(MethodSpec("support", level="sentence", needs=("sentences",), bounded=True,
+                        source="halluscope (issue 3): word support across samples",
+                        formula="1 - min over the sentence's content words w of (#samples containing w) / N"),
+             build=lambda names, art: SupportScorer())
+
+
+_register()

@@ -1,0 +1,158 @@
+"""The default output: a calibrated probability of hallucination per sentence and per answer, with a flag.
+
+    z(i)        = mean over the default methods m of (x_m(i) - mean_m) / sd_m      (SelfCheckGPT-Combination, §5.4)
+    P_sent(i)   = sigmoid(a_s * z(i) + b_s)                                        (Platt scaling)
+    P_resp      = sigmoid(a_r * mean_i z(i) + b_r)
+    flag        = P >= threshold (0.5)
+
+mean_m and sd_m are those of WikiBio GPT-3 passages 0-118 (the development half); (a_s, b_s) are fitted on the same
+passages' sentences against their human labels (positive: minor or major inaccurate); (a_r, b_r) on graded answers
+(SAC3 NQ-Open: gpt-3.5's answers with 10 samples each, positive: the answer is wrong), so the answer-level
+probability is calibrated on short answers from another source than the sentence one. Everything is fixed at fit
+time and packaged in ``data/calibration.json`` (``halluscope calibrate`` rewrites it): a record gets the same
+probability alone as in any batch. Calibration on the held-out passages 119-237 (ECE, Brier score, reliability
+diagram) is in EVALUATION.md.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from .combine import Calibrated, Platt, ZMean, from_dict
+from .types import ItemResult, MethodInfo, Results
+
+NAME = "probability"
+DEFAULT_COMPONENTS = ("ngram1_max_rel", "bertscore", "nli_support", "entity")
+
+
+def packaged_path() -> Path:
+    return Path(str(resources.files("halluscope") / "data" / "calibration.json"))
+
+
+@lru_cache(maxsize=4)
+def _read(path: str) -> dict:
+    p = Path(path)
+    if not p.is_file():
+        return {}
+    try:
+        return json.loads(p.read_text())
+    except ValueError as e:
+        raise ValueError(f"cannot read the calibration file {p}: {e}") from e
+
+
+def packaged_zstats(path: str | Path | None = None) -> dict[str, tuple[float, float]]:
+    """Per method, the (mean, sd) of its sentence scores on WikiBio passages 0-118."""
+    return {m: tuple(v) for m, v in _read(str(path or packaged_path())).get("zstats", {}).items()}
+
+
+def load(path: str | Path | None = None) -> Calibrated:
+    d = _read(str(path or packaged_path()))
+    if "probability" not in d:
+        raise ValueError(f"no calibrated probability in {path or packaged_path()}: run `halluscope calibrate`")
+    return from_dict(d["probability"])
+
+
+def info(cal: Calibrated) -> MethodInfo:
+    return MethodInfo(NAME, bounded=True, description="calibrated P(hallucinated): Platt scaling of the z-mean of "
+                      + ", ".join(cal.components) + f" (flag at {cal.threshold:g}; {cal.fitted_on})")
+
+
+def apply(items: list[ItemResult], cal: Calibrated) -> None:
+    """Add ``probability`` (sentence and answer) and the flags to every item, in place."""
+    for it in items:
+        X = np.column_stack([np.asarray(it.sentence_scores[m], float) for m in cal.components])
+        p = cal.sentence_proba(X)
+        it.sentence_scores[NAME] = [float(x) for x in p]
+        it.passage_scores[NAME] = cal.response_proba(X)
+        it.flags = {"threshold": cal.threshold, "sentences": [bool(x >= cal.threshold) for x in p],
+                    "response": bool(it.passage_scores[NAME] >= cal.threshold)}
+
+
+def zstats(results: Results) -> dict[str, list[float]]:
+    """(mean, sd) of every method's sentence scores in ``results`` (the packaged normalization)."""
+    from .scorers.combination import matrix
+
+    methods = [m for m in results.items[0].sentence_scores if m not in ("combination", "learned", NAME)]
+    zm = ZMean(methods).fit(matrix(results.items, methods))
+    return {m: [mu, sd] for m, mu, sd in zip(methods, zm.mean, zm.scale)}
+
+
+def fit(dev: Results, graded: Results, graded_wrong: list[bool], components=DEFAULT_COMPONENTS,
+        dev_name: str = "WikiBio GPT-3 passages 0-118", graded_name: str = "SAC3 NQ-Open") -> dict:
+    """The calibration file's content: z statistics of every method of ``dev``, the sentence Platt on ``dev``'s
+    labelled sentences, the answer Platt on ``graded`` (``graded_wrong[k]``: answer k is wrong)."""
+    from .scorers.combination import matrix
+
+    stats = zstats(dev)
+    comps = list(components)
+    base = ZMean(comps, [stats[m][0] for m in comps], [stats[m][1] for m in comps], fitted_on=dev_name)
+    labelled = [it for it in dev.items if it.labels is not None]
+    y = (np.concatenate([np.asarray(it.labels, float) for it in labelled]) > 0.499).astype(int)
+    sent = Platt(fitted_on=f"{dev_name}: {len(y)} sentences").fit(base.transform(matrix(labelled, comps)), y)
+    resp_z = np.array([base.transform(matrix([it], comps)).mean() for it in graded.items])
+    resp = Platt(fitted_on=f"{graded_name}: {len(resp_z)} answers").fit(resp_z, np.asarray(graded_wrong, int))
+    cal = Calibrated(base, sent, resp, 0.5, fitted_on=f"sentences: {dev_name}; answers: {graded_name}")
+    return {"zstats": stats, "probability": cal.to_dict()}
+
+
+def save(content: dict, path: str | Path | None = None) -> Path:
+    p = Path(path or packaged_path())
+    p.write_text(json.dumps(content, indent=1) + "\n")
+    _read.cache_clear()
+    return p
+
+
+def graded_records(data: str | Path | None = None, limit: int | None = None):
+    """SAC3 NQ-Open as records (prompt, response, samples) and whether each answer is wrong."""
+    from .ensemble.sac3 import load_sac3
+    from .types import Record
+
+    items = load_sac3(data, limit)
+    recs = [Record(response=it.response, samples=list(it.samples), id=it.id, prompt=it.question) for it in items]
+    return recs, {it.id: not it.correct for it in items}
+
+
+def calibrate(data: str | Path | None = None, wikibio: str | Path | None = None, graded: str | Path | None = None,
+              progress: bool = False) -> dict:
+    """Fit the packaged calibration: z statistics and sentence Platt on WikiBio passages 0-118 (from a results file
+    of ``reproduce wikibio -o`` holding the default methods, or scored now), answer Platt on SAC3 NQ-Open (a results
+    file of ``score -o`` on its records, or scored now). Returns the content for :func:`save`."""
+    from .evaluation.wikibio import load_wikibio
+    from .io import read_results
+    from .pipeline import Detector
+
+    methods = list(DEFAULT_COMPONENTS)
+    if wikibio:
+        dev = read_results(wikibio)
+        dev.items = dev.items[:119]
+    else:
+        dev = Detector(methods=methods).score(load_wikibio(data, list(range(119))), progress=progress)
+    recs, wrong = graded_records(data)
+    res = read_results(graded) if graded else Detector(methods=methods).score(recs, progress=progress)
+    missing = [m for m in methods if dev.items and m not in dev.items[0].sentence_scores]
+    if missing:
+        raise ValueError(f"the WikiBio results lack the default methods {missing}")
+    return fit(dev, res, [wrong[it.id] for it in res.items])
+
+
+def report(results: Results, wrong: dict[str, bool] | None = None, bins: int = 10) -> dict:
+    """ECE, Brier score and reliability points of the default probability: sentences against their labels (positive:
+    label > 0.499) and, with ``wrong`` (id -> answer is wrong), answers against their grades."""
+    from .evaluation.metrics import calibration as calib
+
+    out = {}
+    lab = [it for it in results.items if it.labels is not None and NAME in it.sentence_scores]
+    if lab:
+        p = np.concatenate([it.sentence_scores[NAME] for it in lab])
+        y = np.concatenate([np.asarray(it.labels, float) for it in lab]) > 0.499
+        out["sentences"] = calib(p, y, bins)
+    if wrong:
+        got = [it for it in results.items if it.id in wrong and NAME in it.passage_scores]
+        out["answers"] = calib(np.array([it.passage_scores[NAME] for it in got]),
+                               np.array([wrong[it.id] for it in got]), bins)
+    return out

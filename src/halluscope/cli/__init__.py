@@ -1,0 +1,31 @@
+"""The ``halluscope`` command line.
+
+    halluscope score                      # the bundled examples, default methods, a coloured view
+    halluscope score answers.jsonl -o results.jsonl --resume
+    halluscope evaluate labelled.jsonl --methods ngram1_max,bertscore
+    halluscope reproduce wikibio --methods ngram --json
+    halluscope methods
+
+Each command lives in the module of its group (score, train, ensemble, reproduce); they only parse options, call
+the library and render.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from . import ensemble, reproduce, score, train  # noqa: F401  (registers the commands)
+from .common import app, err, example_path, show_results
+
+__all__ = ["app", "example_path", "main", "show_results"]
+
+
+def main() -> None:  # pragma: no cover
+    """The console entry point: the app, with a server that never answered reported in one line (exit 2)."""
+    from ..llm.base import UnreachableError
+
+    try:
+        app()
+    except UnreachableError as e:
+        err.print(f"[red]error:[/] {e}")
+        sys.exit(2)

@@ -1,0 +1,283 @@
+"""What every command shares: the app, the consoles, the common options, and the rendering helpers.
+
+A command only parses its options, calls one library function and renders; library errors (a bad file, a bad
+option value, a record that cannot be read) end it with one line on stderr and exit code 2 (:func:`fails`).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from importlib import resources
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ..evaluation.metrics import COLUMNS
+from ..types import RecordError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=False,
+    help="Zero-resource, black-box hallucination detection: score each sentence of an LLM answer by its "
+    "consistency with stochastic samples of the same prompt (SelfCheckGPT). Higher score = more likely hallucinated.",
+)
+
+
+reproduce_app = typer.Typer(help="The SelfCheckGPT paper's experiments on WikiBio GPT-3, beside the paper's figures.")
+
+
+app.add_typer(reproduce_app, name="reproduce")
+
+
+console = Console()
+
+
+err = Console(stderr=True)
+
+
+MethodsOpt = typer.Option(None, "--methods", "-m", help="Comma-separated method names ('ngram' = every n-gram "
+                          "variant, 'all' = everything); see `halluscope methods`.")
+
+
+EncoderOpt = typer.Option(None, "--encoder", help="BERTScore encoder: Hugging Face id, local path, or 'minilm'.")
+
+
+LayerOpt = typer.Option(None, "--layer", help="Encoder layer for BERTScore (default: the last).")
+
+
+PrecisionOpt = typer.Option("auto", "--precision", help="Encoder precision: auto (bf16 where the CPU/GPU runs it "
+                             "natively), bf16 or fp32.")
+
+
+SplitOpt = typer.Option("rule", "--sentence-split", help="n-gram (n>1) sentence edges in samples: 'rule' "
+                         "(punctuation rule) or 'parser' (spaCy's parser, as the reference; ~20x slower).")
+
+
+NliOpt = typer.Option(None, "--nli", help="NLI model: 'halluscope-nli' (our packaged model, the default), 'aegis', "
+                      "or a Hugging Face id / local path.")
+
+
+NliPrecisionOpt = typer.Option("auto", "--nli-precision", help="NLI precision: auto (fp32 for halluscope-nli: the "
+                               "same on every CPU), fp32, int8 (faster; within 0.02 of fp32), bf16 where native.")
+
+
+NliEvidenceOpt = typer.Option("3", "--nli-evidence", help="SelfCheck-NLI premise: the K sample sentences closest to "
+                              "the sentence (an integer) or 'sample' (the whole sample).")
+
+
+ModelOpt = typer.Option(None, "--model", help="Model: a GGUF path (local, default: the packaged Gemma-3-270M), a "
+                        "Hugging Face id (--backend transformers), or the server's model name (with --base-url). Env: "
+                        "HALLUSCOPE_MODEL.")
+BaseUrlOpt = typer.Option(None, "--base-url", help="An OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1 (env "
+                          "HALLUSCOPE_BASE_URL).")
+BackendOpt = typer.Option("auto", "--backend", help="auto | transformers (auto: HTTP with --base-url, else the local "
+                          "GGUF).")
+ChatOpt = typer.Option(False, "--chat", help="Use /chat/completions instead of /completions.")
+ApiKeyEnvOpt = typer.Option("OPENAI_API_KEY", "--api-key-env", help="Environment variable holding the API key (never "
+                            "logged or stored).")
+QaStageOpt = typer.Option(None, "--qa-stage", help="STAGE=ID_OR_PATH: an MQAG stage (g1, g2, a, u) as a Hugging Face "
+                          "model ('paper' = the original MQAG model); repeat per stage; the others are prompts on the "
+                          "LLM, and with all four the qa_* methods run with no LLM.")
+DataOpt = typer.Option(None, "--data", help="Data folder holding wikibio/ (default: $HALLUSCOPE_DATA or ../shared/data).")
+
+
+def example_path() -> Path:
+    return Path(str(resources.files("halluscope") / "data" / "examples.jsonl"))
+
+
+def _detector(methods, encoder, layer, nli, baseline=None, combine=None, precision="auto", split="rule",
+              learned=None, nli_evidence="3", nli_precision="auto"):
+    from ..pipeline import Detector
+
+    try:
+        ev = nli_evidence if nli_evidence == "sample" else int(nli_evidence)
+        return Detector(methods=methods, encoder=encoder, layer=layer, nli=nli, bertscore_baseline=baseline,
+                        combine=combine, precision=precision, sentence_split=split, learned=learned,
+                        nli_evidence=ev, nli_precision=nli_precision)
+    except ValueError as e:
+        err.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2)
+
+
+def _shade(score: float, bounded: bool) -> str:
+    if not math.isfinite(score):
+        return "bold white on red"
+    x = score if bounded else 1.0 / (1.0 + math.exp(-score))
+    x = min(max(x, 0.0), 1.0)
+    r, g = int(255 * min(1.0, 2 * x)), int(255 * min(1.0, 2 * (1 - x)))
+    return f"black on rgb({r},{g},90)"
+
+
+def show_results(results, primary: str | None = None) -> None:
+    """A compact coloured view: each sentence shaded by its score (green = consistent, red = likely hallucinated)."""
+    infos = results.settings.get("methods", {})
+    primary = primary or next((m for m in ("learned", "combination") if m in results.methods), results.methods[0])
+    bounded = bool(infos.get(primary, {}).get("bounded", True))
+    for it in results.items:
+        head = Text(f"{it.id}", style="bold")
+        head.append("  passage: " + "  ".join(f"{m}={v:.3f}" for m, v in it.passage_scores.items()), style="dim")
+        console.print(head)
+        body = Text()
+        for i, s in enumerate(it.sentences):
+            sc = it.sentence_scores[primary][i]
+            body.append(s, style=_shade(sc, bounded))
+            body.append(f" [{sc:.2f}]", style="dim")
+            if it.labels is not None:
+                body.append(f"{{label {it.labels[i]:g}}}", style="dim")
+            body.append(" ")
+        console.print(body)
+        console.print()
+    console.print(f"[dim]shading: {primary} ({'bounded [0,1]' if bounded else 'z-score, logistic'}); "
+                  f"{len(results.items)} records scored in {results.settings.get('seconds', 0):.1f}s[/]")
+
+
+def _read_records_or_exit(path: Path):
+    """Read records; an unreadable file ends the command (exit 2), bad records are reported and skipped."""
+    from ..io import read_records
+
+    try:
+        recs, errors = read_records(path)
+    except RecordError as e:
+        err.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2)
+    for e in errors:
+        err.print(f"[yellow]skipped[/] {e}")
+    return recs, errors
+
+
+def _exit_for_skipped(res, output: Optional[Path]) -> None:
+    """Skipped records go to OUTPUT.errors.jsonl beside the results (a pipeline reads them there); the exit code
+    says what happened: 0 all scored, 1 none scored, 3 some records skipped."""
+    from ..io import write_errors
+
+    if res.errors:
+        if output is not None:
+            side = write_errors(res.errors, output.with_name(output.name + ".errors.jsonl"))
+            err.print(f"[yellow]{len(res.errors)} records skipped[/] (listed in {side})")
+        else:
+            err.print(f"[yellow]{len(res.errors)} records skipped[/] (listed above)")
+    if not res.items:
+        raise typer.Exit(1)
+    if res.errors:
+        raise typer.Exit(3)
+
+
+def _qa_stages(specs: Optional[list[str]]) -> dict[str, str]:
+    out = {}
+    for spec in specs or []:
+        stage, _, model = spec.partition("=")
+        if stage not in ("g1", "g2", "a", "u") or not model:
+            err.print(f"[red]error:[/] --qa-stage {spec!r}: expected STAGE=MODEL with STAGE one of g1, g2, a, u")
+            raise typer.Exit(2)
+        out[stage] = model
+    return out
+
+
+def _bar(label: str, total: int):
+    from ..pipeline import rich_bar
+
+    return rich_bar(label, total, console=err)
+
+
+def _table(rows: dict[str, dict[str, float]], paper: dict[str, dict[str, float]] | None = None, title: str = ""):
+    t = Table(title=title, show_lines=False)
+    t.add_column("method")
+    for c in COLUMNS:
+        t.add_column(c, justify="right")
+    for m, r in rows.items():
+        t.add_row(m, *(_fmt(r.get(c)) for c in COLUMNS))
+        if paper and paper.get(m):
+            p = paper[m]
+            t.add_row(Text("  paper", style="dim"), *(Text(_fmt(p.get(c)), style="dim") for c in COLUMNS))
+    return t
+
+
+def _fmt(v) -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.2f}"
+
+
+ensemble_app = typer.Typer(help="Response-level confidence: components, baselines and the tuned ensemble (003).")
+
+
+app.add_typer(ensemble_app, name="ensemble")
+
+
+def _sampler(model, base_url, backend, chat, api_key_env, cache, concurrency=4, rpm=None, tpm=None):
+    """A cached sampler over the chosen backend, or a clean exit naming what is wrong."""
+    from ..llm import Sampler, make_backend
+
+    try:
+        be = make_backend(model, base_url, chat=chat, api_key_env=api_key_env, kind=backend if backend != "auto" else None)
+    except (ValueError, FileNotFoundError, RuntimeError) as e:
+        err.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2)
+    from ..llm.cache import default_cache_path
+
+    cache = Path(cache) if cache else default_cache_path()
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    return Sampler(be, cache=str(cache), concurrency=concurrency, rpm=rpm, tpm=tpm)
+
+
+def _judges(self_judge, gen_sampler, ext_model, ext_base_url, ext_backend, api_key_env, cache, retries):
+    from ..ensemble.judges import LLMJudge
+
+    judges = {}
+    if self_judge and gen_sampler is not None:
+        judges["self_judge"] = LLMJudge(gen_sampler, retries=retries)
+    if ext_model or ext_base_url:
+        s = _sampler(None if ext_model == "local" else ext_model, ext_base_url, ext_backend, False, api_key_env, cache)
+        judges["external_judge"] = LLMJudge(s, retries=retries)
+    return judges
+
+
+ComponentsOpt = typer.Option(",".join(("exact_match", "non_contradiction", "semantic_negentropy", "bertscore",
+                                       "cosine")), "--components", help="Components (exact_match, non_contradiction, "
+                             "semantic_negentropy, bertscore, cosine, selfcheck_nli); judges are added by their options.")
+
+
+ExtJudgeOpt = typer.Option(None, "--external-judge", help="An external LLM judge (003 §3.3): 'local' (the packaged "
+                           "model), a GGUF path, or a model name served at --external-judge-url.")
+
+
+ExtJudgeUrlOpt = typer.Option(None, "--external-judge-url", help="OpenAI-compatible server of the external judge.")
+
+
+CacheOpt = typer.Option(None, "--cache", help="On-disk generation cache (SQLite; default: $HALLUSCOPE_CACHE or "
+                        "~/.cache/halluscope/generations.sqlite): a "
+                        "re-run costs nothing and an interrupted run resumes.")
+
+
+def _parse_range(s: Optional[str]) -> Optional[list[int]]:
+    if not s:
+        return None
+    out: list[int] = []
+    for part in s.split(","):
+        part = part.strip()
+        if "-" in part:
+            a, b = part.split("-")
+            out.extend(range(int(a), int(b) + 1))
+        elif part:
+            out.append(int(part))
+    return out
+
+
+
+def fails(fn):
+    """Decorator of a command: a library error (ValueError, incl. a bad record; OSError, incl. a missing file) ends
+    the command with one line on stderr and exit code 2, instead of a traceback."""
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (ValueError, OSError) as e:
+            err.print(f"[red]error:[/] {e}", highlight=False)
+            raise typer.Exit(2)
+
+    return run

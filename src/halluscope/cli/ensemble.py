@@ -1,0 +1,318 @@
+"""Response-level commands: ensemble sac3 / qa / presets / tune / score."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from ..io import json_safe
+from .common import (
+    ModelOpt,
+    BaseUrlOpt,
+    BackendOpt,
+    ChatOpt,
+    ApiKeyEnvOpt,
+    _read_records_or_exit,
+    fails,
+    ensemble_app,
+    console,
+    err,
+    DataOpt,
+    _bar,
+    _sampler,
+    _judges,
+    ComponentsOpt,
+    ExtJudgeOpt,
+    ExtJudgeUrlOpt,
+    CacheOpt,
+)
+
+
+@ensemble_app.command("sac3")
+@fails
+def ensemble_sac3(
+    data: Optional[Path] = DataOpt,
+    limit: Optional[int] = typer.Option(None, "--limit", help="Use N questions spread evenly over the file."),
+    folds: int = typer.Option(5, "--folds", help="k of the k-fold cross-validation of every tuned figure."),
+    components: str = ComponentsOpt,
+    external_judge: Optional[str] = ExtJudgeOpt,
+    external_judge_url: Optional[str] = ExtJudgeUrlOpt,
+    judge_retries: int = typer.Option(2, "--judge-retries", help="Re-asks of an unparseable verdict before it is "
+                                      "recorded as missing."),
+    cot: int = typer.Option(0, "--cot", help="Also run the chain-of-thought judge (002) with this many self-"
+                            "consistency repeats against the set's right answers (needs --external-judge)."),
+    cache: Optional[Path] = CacheOpt,
+    figures: Optional[Path] = typer.Option(None, "--figures", help="Folder for ROC and accuracy-at-tau PNGs."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write all figures and scores as JSON."),
+    as_json: bool = typer.Option(False, "--json"),
+):
+    """SAC3 NQ-Open: AUROC and F1 of each component, BSDetector, semantic entropy and the cross-validated ensemble,
+    beside the paper's Table 1 (NQ-Open F1). The answers are given (gpt-3.5's), so an LLM judge here is external."""
+    from ..ensemble.report import markdown_table, write_figures
+    from ..ensemble.sac3 import load_sac3, run_sac3
+
+    from ..engine import store
+
+    judges = _judges(False, None, external_judge, external_judge_url, "auto", "OPENAI_API_KEY", cache, judge_retries)
+    nli_model = store.nli()
+    nli_model.progress = _bar  # progress on stderr: a bar on a terminal, plain lines elsewhere
+    bar = _bar("judging", limit or 250) if judges else None
+    items = load_sac3(data, limit)
+    out = run_sac3(data, limit, folds, components=[c.strip() for c in components.split(",") if c.strip()],
+                   judges=judges, progress=bar, nli=nli_model, items=items)
+    if bar:
+        bar(None)
+    if cot:
+        if "external_judge" not in judges:
+            raise ValueError("--cot needs a judge LLM: give --external-judge")
+        out["cot"] = _sac3_cot(items, judges["external_judge"].sampler, cot, folds)
+    if figures:
+        figures.mkdir(parents=True, exist_ok=True)
+        out["figures"] = write_figures(out, figures, "sac3", f"SAC3 NQ-Open ({out['n']} answers)")
+        (figures / "sac3.md").write_text(markdown_table(out) + "\n")
+    if output:
+        output.write_text(json.dumps(json_safe(out), indent=1))
+    if as_json:
+        print(json.dumps(json_safe({k: v for k, v in out.items() if k not in ("scores", "judge_replies")}), indent=1))
+    else:
+        console.print(_sac3_table(out, cot))
+
+
+def _sac3_table(out: dict, cot: int) -> Table:
+    """Each row with the number of answers it has a value for (a judge's unparseable verdicts are left out)."""
+    from ..ensemble.report import figure_rows
+
+    t = Table(title=f"SAC3 NQ-Open, {out['n']} answers ({100 * out['hallucination_rate']:.1f}% incorrect); "
+              f"positive class = incorrect; F1 at a {out['folds']}-fold cross-validated threshold")
+    for c in ("row", "n", "AUROC", "precision", "recall", "F1", "paper F1"):
+        t.add_column(c)
+    paper = out["paper_f1"]
+    rows = figure_rows(out) + ([(f"CoT judge (002), k={cot}", out["cot"])] if "cot" in out else [])
+    for name, v in rows:
+        key = name.split(": ")[-1] if name.startswith("baseline") else "ensemble" if "agnostic" in name else None
+        p = paper.get(key) if key else None
+        t.add_row(name, str(v.get("n", out["n"])), *(_num(v[x]) for x in ("auroc", "precision", "recall", "f1")),
+                  "-" if p is None else f"{p:.3f}")
+    return t
+
+
+def _num(v) -> str:
+    return "-" if v is None or v != v else f"{v:.3f}"
+
+
+def _sac3_cot(items, sampler, k, folds):
+    """The 002 metric against SAC3's right answers: hallucination score = share of 'yes' over k repeats."""
+    import numpy as np
+
+    from ..ensemble.judges import CoTJudge
+    from ..ensemble.tuning import component_figures
+
+    bar = _bar("CoT judge", len(items) * k)
+    res = CoTJudge(sampler, k=k).score([(" / ".join(it.meta.get("right_answer", [])) or "", it.response, it.question)
+                                        for it in items], bar)
+    if bar:
+        bar(None)
+    conf = np.array([[1 - r.score] for r in res])
+    halluc = np.array([0 if it.correct else 1 for it in items])
+    fig = component_figures(conf, halluc, ["cot"], folds)["cot"]
+    fig["missing"] = int(np.isnan(conf).sum())
+    fig["answers"] = [{"id": it.id, "score": r.score, "votes": r.votes, "reasons": r.reasons, "replies": r.replies}
+                      for it, r in zip(items, res)]  # every judgement, with its reasons
+    return fig
+
+
+@ensemble_app.command("qa")
+@fails
+def ensemble_qa(
+    benchmarks: str = typer.Option("gsm8k,svamp,csqa,arc,nq_open,popqa", "--benchmarks", "-b",
+                                   help="gsm8k, svamp, csqa, arc (Challenge), arc_easy, nq_open, popqa."),
+    limit: int = typer.Option(50, "--limit", help="The first N questions of each benchmark."),
+    n: int = typer.Option(5, "--samples", "-n", help="Candidate answers per question (temperature --temperature)."),
+    temperature: float = typer.Option(1.0, "--temperature"),
+    model: Optional[str] = ModelOpt,
+    base_url: Optional[str] = BaseUrlOpt,
+    backend: str = BackendOpt,
+    chat: bool = ChatOpt,
+    api_key_env: str = ApiKeyEnvOpt,
+    self_judge: bool = typer.Option(True, "--self-judge/--no-self-judge", help="The answering LLM judges its answers."),
+    external_judge: Optional[str] = ExtJudgeOpt,
+    external_judge_url: Optional[str] = ExtJudgeUrlOpt,
+    judge_retries: int = typer.Option(2, "--judge-retries"),
+    components: str = ComponentsOpt,
+    folds: int = typer.Option(5, "--folds"),
+    seed: int = typer.Option(0, "--seed"),
+    concurrency: int = typer.Option(1, "--concurrency", help="Parallel requests (1 for a local model)."),
+    cache: Optional[Path] = CacheOpt,
+    data: Optional[Path] = DataOpt,
+    out: Path = typer.Option(Path("reports/qa"), "--out", help="Report folder (report.md, report.json, PNGs, "
+                             "items_*.jsonl, presets.json)."),
+    reanalyze: bool = typer.Option(False, "--reanalyze", help="Only rebuild the report, figures and presets of --out "
+                                   "from its saved items (no generation, no model work)."),
+):
+    """The QA pipeline (003 §4): answer each benchmark's questions with any backend (original at temperature 0,
+    candidates at --temperature), grade automatically (numeric match, choice letter, normalized gold match), score
+    every component, cross-validate the ensemble, and write a report with ROC and accuracy-at-tau figures."""
+    from ..engine import store
+    from ..ensemble.report import reanalyze as rebuild
+    from ..ensemble.report import run_qa
+
+    if reanalyze:
+        rebuild(out, folds, seed)
+        err.print(f"report rebuilt: {out / 'report.md'}")
+        return
+    nli_model = store.nli()
+    nli_model.progress = _bar
+    names = [b.strip() for b in benchmarks.split(",") if b.strip()]
+    sampler = _sampler(model, base_url, backend, chat, api_key_env, cache, concurrency)
+    judges = _judges(self_judge, sampler, external_judge, external_judge_url, "auto", api_key_env, cache, judge_retries)
+    rep = run_qa(names, sampler, out, data, limit, n, temperature, folds, seed,
+                 [c.strip() for c in components.split(",") if c.strip()], judges, nli=nli_model, console=err)
+    console.print(_qa_table(rep))
+    err.print(f"report: {out / 'report.md'}")
+
+
+def _qa_table(rep: dict) -> Table:
+    t = Table(title=f"QA pipeline, {rep['backend']}: AUROC / F1 (cross-validated), positive = incorrect answer")
+    for c in ("benchmark", "n", "accuracy", "best component", "BSDetector", "sem. entropy", "ensemble agn.",
+              "ensemble joint"):
+        t.add_column(c)
+
+    def f(v):
+        return f"{_num(v['auroc'])} / {_num(v['f1'])} (n={v.get('n', '?')})"
+
+    for name, r in rep["benchmarks"].items():
+        if "skipped" in r:
+            t.add_row(name, str(r["n"]), f"{r['accuracy']:.2f}", r["skipped"], "", "", "", "")
+            continue
+        best = max(r["components"].items(), key=lambda kv: -1 if kv[1]["auroc"] != kv[1]["auroc"] else kv[1]["auroc"])
+        b = r["baselines"]
+        t.add_row(name, str(r["n"]), f"{r['accuracy']:.2f}", f"{best[0]} {f(best[1])}",
+                  f(b["bsdetector"]) if "bsdetector" in b else "-",
+                  f(b["semantic_entropy"]) if "semantic_entropy" in b else "-",
+                  f(r["ensemble"]["agnostic"]), f(r["ensemble"]["joint"]))
+    return t
+
+
+@ensemble_app.command("presets")
+@fails
+def ensemble_presets(
+    closed: Optional[list[Path]] = typer.Option(None, "--closed", help="report.json of `ensemble qa`: its numeric "
+                                                "and choice benchmarks feed the closed-form preset (repeatable)."),
+    open_: Optional[list[Path]] = typer.Option(None, "--open", help="JSON of `ensemble sac3 -o`, or report.json of "
+                                               "`ensemble qa` (its text benchmarks): the open-ended preset."),
+    out: Path = typer.Option(..., "--out", "-o", help="Where to write the presets JSON (use it with `ensemble score "
+                             "--config`; the packaged presets are never overwritten)."),
+):
+    """Rebuild the weight presets for users without graded data from saved results: each group's answers pooled
+    (on the components all of them have), AUROC-tuned weights on the simplex, then the F1 threshold. Quote the
+    cross-validated figures of the same runs: a preset's own figures on its data would be in-sample."""
+    from ..ensemble.qa import BENCHMARKS
+    from ..ensemble.report import presets_from_reports, save_json
+
+    def parts(paths, want_text):
+        got = []
+        for p in paths or []:
+            d = json.loads(p.read_text())
+            if "benchmarks" in d:
+                got += [(f"{n} ({p})", r) for n, r in d["benchmarks"].items() if (BENCHMARKS[n][1] == "text") == want_text]
+            else:
+                got.append((str(p), d))
+        return got
+
+    presets = presets_from_reports(parts(closed, False), parts(open_, True))
+    save_json(presets, out)
+    for label, p in presets.items():
+        w = ", ".join(f"{c} {x:.2f}" for c, x in zip(p["components"], p["weights"]))
+        console.print(f"[bold]{label}[/]: {w}; threshold {p['threshold']:.3f}\n  [dim]{p['trained_on']}[/]")
+    err.print(f"written to {out}")
+
+
+def _answers(path: Path, need_label: bool = False):
+    """Answers of a records file (the input schema of `score`); records that cannot be used are reported."""
+    from ..ensemble.components import response_items
+
+    recs, errors = _read_records_or_exit(path)
+    items, missing = response_items(recs, need_label)
+    for e in missing:
+        err.print(f"[yellow]skipped[/] {e}")
+    if not items:
+        raise ValueError(f"{path}: no usable answers")
+    return items
+
+
+@ensemble_app.command("tune")
+@fails
+def ensemble_tune(
+    path: Path = typer.Argument(..., help="Graded JSONL: 'question', 'response', 'samples' and 'correct' (true/false)."),
+    components: str = ComponentsOpt,
+    mode: str = typer.Option("agnostic", "--mode", help="agnostic (AUROC-tuned weights, then the F1 threshold) or "
+                             "joint (weights and threshold for F1)."),
+    folds: int = typer.Option(5, "--folds"),
+    out: Path = typer.Option(Path("ensemble.json"), "--out", "-o", help="The tuned EnsembleConfig (JSON)."),
+):
+    """Tune the ensemble on your graded answers: prints the k-fold cross-validated figures (what to expect on new
+    answers), then fits weights and threshold on all of them and saves the config for `ensemble score --config`."""
+    from ..ensemble.components import ComponentScorer
+    from ..ensemble.report import markdown_table
+    from ..ensemble.sac3 import analyze
+    from ..ensemble.tuning import tune
+
+    comps = [c.strip() for c in components.split(",") if c.strip()]
+    items = _answers(path, need_label=True)
+    rows = ComponentScorer(components=comps).score(items)
+    res = analyze(items, rows, comps, folds)
+    if "skipped" in res:
+        raise ValueError(res["skipped"])
+    import numpy as np
+
+    C = np.array(res["scores"]["components"], float)
+    cfg = tune(C, np.array(res["scores"]["hallucination"]), comps, mode=mode)
+    cfg.trained_on = f"{path} ({len(items)} answers)"
+    cfg.save(out)
+    console.print(markdown_table(res))
+    w = ", ".join(f"{c} {x:.2f}" for c, x in zip(cfg.components, cfg.weights))
+    console.print(f"fitted on all {len(items)} answers: {w}; threshold {cfg.threshold:.3f} -> {out}")
+
+
+@ensemble_app.command("score")
+@fails
+def ensemble_score(
+    path: Path = typer.Argument(..., help="JSONL: one answer per line with 'question', 'response' and 'samples' "
+                                "(and optionally 'id', 'correct')."),
+    preset: str = typer.Option("open-ended", "--preset", help="closed-form | open-ended (packaged presets)."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Your own tuned EnsembleConfig JSON instead, or a "
+                                          "presets file from `ensemble presets` (with --preset naming the entry)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write one JSON line per answer."),
+):
+    """Confidence of whole answers with a weight preset (or your tuned config): each component, the weighted
+    confidence, and the flag (confidence < threshold = likely incorrect). Components the config names but this run
+    cannot compute (an LLM judge) are left out and the remaining weights renormalized."""
+    import numpy as np
+
+    from ..ensemble.components import COMPONENTS, ComponentScorer
+    from ..ensemble.tuning import EnsembleConfig
+
+    cfg = EnsembleConfig.load(config, preset) if config else EnsembleConfig.preset(preset)
+    items = _answers(path)
+    usable = [c for c in cfg.components if c in COMPONENTS]
+    rows = ComponentScorer(components=usable).score(items)
+    C = np.array([[r.get(c, np.nan) for c in cfg.components] for r in rows], float)
+    conf = cfg.confidence(C)
+    t = Table(title=f"confidence ({'config ' + str(config) if config else 'preset ' + preset}; flagged below "
+              f"{cfg.threshold:.3f})")
+    for c in ("id", "response", "confidence", "flag"):
+        t.add_column(c)
+    lines = []
+    for it, r, c in zip(items, rows, conf):
+        flag = bool(c < cfg.threshold)
+        t.add_row(it.id, it.response[:60], f"{c:.3f}", "[red]likely incorrect[/]" if flag else "[green]ok[/]")
+        lines.append(json.dumps({"id": it.id, "confidence": float(c), "hallucination_score": float(1 - c),
+                                 "flagged": flag, "components": r}))
+    console.print(t)
+    if output:
+        output.write_text("\n".join(lines) + "\n")
+

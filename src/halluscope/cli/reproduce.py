@@ -1,0 +1,188 @@
+"""The SelfCheckGPT paper's experiments: reproduce wikibio / samples / reference / layers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from ..io import json_safe
+from .common import (
+    fails,
+    reproduce_app,
+    console,
+    err,
+    MethodsOpt,
+    EncoderOpt,
+    LayerOpt,
+    PrecisionOpt,
+    SplitOpt,
+    NliOpt,
+    NliPrecisionOpt,
+    NliEvidenceOpt,
+    DataOpt,
+    _detector,
+    _bar,
+    _table,
+    _sampler,
+    _parse_range,
+)
+
+
+@reproduce_app.command("wikibio")
+@fails
+def reproduce_wikibio(
+    methods: Optional[str] = MethodsOpt,
+    data: Optional[Path] = DataOpt,
+    passages: Optional[str] = typer.Option(None, "--passages", help="Subset by position, e.g. '0-118' or '0,5,9'."),
+    as_json: bool = typer.Option(False, "--json", help="Print our figures as JSON keyed by method name."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Results .jsonl, written as the run goes."),
+    resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run from --output."),
+    encoder: Optional[str] = EncoderOpt,
+    layer: Optional[int] = LayerOpt,
+    precision: str = PrecisionOpt,
+    split: str = SplitOpt,
+    nli: Optional[str] = NliOpt,
+    nli_evidence: str = NliEvidenceOpt,
+    nli_precision: str = NliPrecisionOpt,
+    combine: Optional[str] = typer.Option(None, "--combine", help="Methods averaged by 'combination' "
+                                          "(default: every other chosen method)."),
+    samples: Optional[int] = typer.Option(None, "--samples", help="Use only the first K samples of each passage."),
+    llm_model: Optional[str] = typer.Option(None, "--llm-model", help="LLM for 'prompt' and 'qa' (GGUF path, or "
+                                            "the server's model name with --base-url; default the packaged Gemma)."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible server for the LLM methods."),
+    cache: Optional[Path] = typer.Option(None, "--cache", help="Generation cache for LLM methods (default: "
+                                         "$HALLUSCOPE_CACHE or ~/.cache/halluscope/generations.sqlite)."),
+    concurrency: int = typer.Option(4, "--concurrency"),
+):
+    """Score the 238 WikiBio GPT-3 passages and print our figures beside the paper's Tables 3 and 6."""
+    from ..evaluation.paper import paper_row
+    from ..evaluation.wikibio import reproduce
+
+    det = _detector(methods or "ngram1_max,bertscore,nli,combination", encoder, layer, nli, combine=combine,
+                    precision=precision, split=split, nli_evidence=nli_evidence, nli_precision=nli_precision)
+    det.combination_stats = "run"  # the paper normalizes each variant over its dataset (§5.4)
+    if any(m == "prompt" or m.startswith("qa_") for m in det.methods):
+        det.llm = _sampler(llm_model, base_url, "auto", False, "OPENAI_API_KEY", cache, concurrency)
+    figures, res = reproduce(detector=det, data_dir=data, passages=_parse_range(passages), output=output,
+                             resume=resume, progress=True,
+                             evidence=(lambda r: r.samples[:samples]) if samples else None)
+    err.print(f"[dim]{len(res)} passages in {res.settings.get('seconds', 0):.1f}s; per scorer: "
+              f"{json.dumps(res.settings.get('scorer_seconds', {}))}[/]")
+    if as_json:
+        print(json.dumps(json_safe({m: v for m, v in figures.items()}), indent=1))
+        return
+    paper = {m: paper_row(m) for m in figures}
+    console.print(_table(figures, paper, title=f"WikiBio GPT-3, {len(res)} passages: ours (paper below)"))
+    console.print(f"[dim]AUC-PR = trapezoidal area under the PR curve (sklearn auc(recall, precision)); "
+                  f"{res.settings.get('seconds', 0):.1f}s[/]")
+
+
+@reproduce_app.command("samples")
+@fails
+def reproduce_samples(
+    methods: Optional[str] = MethodsOpt,
+    data: Optional[Path] = DataOpt,
+    passages: Optional[str] = typer.Option(None, "--passages", help="Subset by position, e.g. '0-118'."),
+    ks: str = typer.Option("1-20", "--ks", help="Numbers of samples, e.g. '1-20' or '1,2,4,8,16,20'."),
+    as_json: bool = typer.Option(False, "--json"),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Save Figure 7 (Spearman vs N) as a PNG."),
+    encoder: Optional[str] = EncoderOpt,
+    layer: Optional[int] = LayerOpt,
+    precision: str = PrecisionOpt,
+    split: str = SplitOpt,
+    nli: Optional[str] = NliOpt,
+):
+    """Figure 7 (passage Spearman) and Figure 8 (NonFact* AUC-PR) against the number of samples."""
+    from ..evaluation.wikibio import ablation_samples
+
+    det = _detector(methods or "ngram1_max,bertscore", encoder, layer, nli, precision=precision, split=split)
+    kk = _parse_range(ks) or list(range(1, 21))
+    bar = _bar("sample counts N", len(kk))
+    out = ablation_samples(det.methods, ks=kk, data_dir=data, passages=_parse_range(passages), detector=det,
+                           progress=(lambda k: bar(1)) if bar else (lambda k: err.print(f"[dim]N={k} done[/]")))
+    if bar:
+        bar(None)
+    if plot:
+        from ..report.plots import plot_samples
+
+        plot_samples(out, plot)
+        err.print(f"figure written to {plot}")
+    if as_json:
+        print(json.dumps(json_safe(out), indent=1))
+        return
+    t = Table(title="Spearman (%) by number of samples N [NonFact* AUC-PR in brackets]")
+    t.add_column("N", justify="right")
+    for m in out:
+        t.add_column(m, justify="right")
+    for k in kk:
+        t.add_row(str(k), *(f"{out[m][k]['spearman']:.2f} [{out[m][k]['nonfact_star']:.2f}]" for m in out))
+    console.print(t)
+
+
+@reproduce_app.command("reference")
+@fails
+def reproduce_reference(
+    methods: Optional[str] = MethodsOpt,
+    data: Optional[Path] = DataOpt,
+    passages: Optional[str] = typer.Option(None, "--passages"),
+    as_json: bool = typer.Option(False, "--json"),
+    encoder: Optional[str] = EncoderOpt,
+    layer: Optional[int] = LayerOpt,
+    precision: str = PrecisionOpt,
+    split: str = SplitOpt,
+    nli: Optional[str] = NliOpt,
+):
+    """Table 4: SelfCheck samples versus the WikiBio reference passage as the evidence."""
+    from ..evaluation.paper import TABLE4
+    from ..evaluation.wikibio import ablation_reference
+
+    det = _detector(methods or "ngram1_max,bertscore", encoder, layer, nli, precision=precision, split=split)
+    out = ablation_reference(det.methods, data_dir=data, passages=_parse_range(passages), detector=det)
+    if as_json:
+        print(json.dumps(json_safe(out), indent=1))
+        return
+    rows, paper = {}, {}
+    for m, v in out.items():
+        rows[f"{m} (samples)"] = v["samples"]
+        rows[f"{m} (WikiBio ref)"] = v["reference"]
+        if m in TABLE4:
+            paper[f"{m} (samples)"] = TABLE4[m]["samples"]
+            paper[f"{m} (WikiBio ref)"] = TABLE4[m]["reference"]
+    console.print(_table(rows, paper, title="Table 4: samples vs the WikiBio reference passage (paper below)"))
+
+
+@reproduce_app.command("layers")
+@fails
+def reproduce_layers(
+    data: Optional[Path] = DataOpt,
+    passages: Optional[str] = typer.Option("0-118", "--passages", help="Subset by position; default the "
+                                           "development half 0-118 (choose on it, report on the rest)."),
+    encoder: Optional[str] = EncoderOpt,
+    precision: str = PrecisionOpt,
+    as_json: bool = typer.Option(False, "--json"),
+):
+    """BERTScore with every layer of the encoder (one forward pass per sentence), to choose the layer."""
+    from ..evaluation.wikibio import sweep_layers
+
+    state = {}
+
+    def progress(i, n):  # a bar with ETA on a terminal, plain lines otherwise (rich_bar decides)
+        if "bar" not in state:
+            state["bar"], state["done"] = _bar("passages", n), 0
+        state["bar"](i - state["done"])  # i counts the passages done so far
+        state["done"] = i
+        if i >= n:
+            state["bar"](None)
+
+    out = sweep_layers(encoder, precision=precision, data_dir=data, passages=_parse_range(passages),
+                       progress=progress)
+    if as_json:
+        print(json.dumps(json_safe(out), indent=1))
+        return
+    console.print(_table(out, title=f"BERTScore by encoder layer ({encoder or 'minilm'}, {precision}), "
+                         f"passages {passages or 'all'}"))
+

