@@ -269,14 +269,17 @@ def _parse_range(s: Optional[str]) -> Optional[list[int]]:
 
 
 def fails(fn):
-    """Decorator of a command: a library error (ValueError, incl. a bad record; OSError, incl. a missing file) ends
+    """Decorator of a command: a library error (ValueError, incl. a bad record; OSError, incl. a missing file; a
+    server that never answered) ends
     the command with one line on stderr and exit code 2, instead of a traceback."""
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
+        from ..llm.base import UnreachableError
+
         try:
             return fn(*args, **kwargs)
-        except (ValueError, OSError) as e:
+        except (ValueError, OSError, UnreachableError) as e:
             err.print(f"[red]error:[/] {e}", highlight=False)
             raise typer.Exit(2)
 
