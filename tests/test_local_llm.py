@@ -95,8 +95,9 @@ def test_check_runs_on_the_packaged_model_with_no_server_and_no_key(tmp_path, mo
     out = json.loads(r.stdout)
     assert out["settings"]["llm"]["backend"].startswith("llama-cpp:")
     it = out["items"][0]
-    assert it["response"] and len(it["sentence_scores"]["learned"]) == len(it["sentences"])
-    assert all(0 < p < 1 for p in it["sentence_scores"]["learned"])  # the default: calibrated, per record
+    assert it["response"] and len(it["sentence_scores"]["probability"]) == len(it["sentences"])
+    assert all(0 < p < 1 for p in it["sentence_scores"]["probability"])  # the default: calibrated, per record
+    assert isinstance(it["flags"]["response"], bool)
     assert out["settings"]["llm"]["completion_tokens"] > 0
 
 
