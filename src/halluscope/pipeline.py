@@ -271,10 +271,14 @@ class Detector:
             bar(None)
         ordered = [done.get(r.id) or scored[r.id] for r in recs if r.id in done or r.id in scored]
         settings = self._settings(time.perf_counter() - t0, len(done))
+        fixed = self._fixed_combination()
         if "combination" in self.methods and ordered:
-            settings["combination_stats"] = combination.apply(ordered, list(self.combine), self._zstats())
+            zm = fixed or combination.combiner(ordered, list(self.combine), "run")
+            if fixed is None:  # run-relative: the whole run had to be seen first
+                combination.add_scores(ordered, zm)
+            settings["combination_stats"] = combination.summary(zm)
         results = Results(items=ordered, errors=errors, methods=list(self.methods), settings=settings)
-        if writer and self._zstats() == "run":  # final file: every record, with the run-relative combination
+        if writer and "combination" in self.methods and fixed is None:  # final file: with the run's combination
             from .io import write_results
 
             write_results(results, writer.path)
@@ -291,21 +295,24 @@ class Detector:
                 errors.append(RecordError(r.id, "samples", "no samples to check the response against"))
         return recs, errors
 
-    def _zstats(self):
-        """The combination's statistics: the packaged ones, or ``"run"`` (over the run; also when a component has
-        no packaged statistics, so the whole run must be seen first)."""
-        if self.combination_stats == "run":
-            return "run"
+    def _fixed_combination(self):
+        """The combination's :class:`~halluscope.combine.ZMean` with packaged statistics, or None when it is
+        normalized over the run (``combination_stats="run"``, or a component with no packaged statistics)."""
+        if "combination" not in self.methods or self.combination_stats == "run":
+            return None
         from .calibration import packaged_zstats
 
         stats = packaged_zstats()
-        return stats if all(m in stats for m in (self.combine or [])) else "run"
+        if not all(m in stats for m in self.combine):
+            return None
+        return combination.combiner([], list(self.combine), stats)
 
     def _streamed_combiners(self) -> list[Callable[[list[ItemResult]], Any]]:
+        """Combiners with fixed statistics: applied to each record as soon as it is scored."""
         out = []
-        if "combination" in self.methods and self._zstats() != "run":
-            stats = self._zstats()
-            out.append(lambda items: combination.apply(items, list(self.combine), stats))
+        fixed = self._fixed_combination()
+        if fixed is not None:
+            out.append(lambda items: combination.add_scores(items, fixed))
         if self._learned is not None:
             out.append(self._learned.apply)
         if self._calibrated is not None:

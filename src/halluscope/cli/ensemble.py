@@ -85,6 +85,7 @@ def ensemble_sac3(
 def _sac3_table(out: dict, cot: int) -> Table:
     """Each row with the number of answers it has a value for (a judge's unparseable verdicts are left out)."""
     from ..ensemble.report import figure_rows
+    from ..ensemble.report import fmt3 as _num
 
     t = Table(title=f"SAC3 NQ-Open, {out['n']} answers ({100 * out['hallucination_rate']:.1f}% incorrect); "
               f"positive class = incorrect; F1 at a {out['folds']}-fold cross-validated threshold")
@@ -100,10 +101,6 @@ def _sac3_table(out: dict, cot: int) -> Table:
     return t
 
 
-def _num(v) -> str:
-    return "-" if v is None or v != v else f"{v:.3f}"
-
-
 def _sac3_cot(items, sampler, k, folds):
     """The 002 metric against SAC3's right answers: hallucination score = share of 'yes' over k repeats."""
     import numpy as np
@@ -114,8 +111,7 @@ def _sac3_cot(items, sampler, k, folds):
     bar = _bar("CoT judge", len(items) * k)
     res = CoTJudge(sampler, k=k).score([(" / ".join(it.meta.get("right_answer", [])) or "", it.response, it.question)
                                         for it in items], bar)
-    if bar:
-        bar(None)
+    bar(None)
     conf = np.array([[1 - r.score] for r in res])
     halluc = np.array([0 if it.correct else 1 for it in items])
     fig = component_figures(conf, halluc, ["cot"], folds)["cot"]
@@ -176,6 +172,8 @@ def ensemble_qa(
 
 
 def _qa_table(rep: dict) -> Table:
+    from ..ensemble.report import fmt3 as _num
+
     t = Table(title=f"QA pipeline, {rep['backend']}: AUROC / F1 (cross-validated), positive = incorrect answer")
     for c in ("benchmark", "n", "accuracy", "best component", "BSDetector", "sem. entropy", "ensemble agn.",
               "ensemble joint"):

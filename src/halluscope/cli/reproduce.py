@@ -103,9 +103,8 @@ def reproduce_samples(
     kk = _parse_range(ks) or list(range(1, 21))
     bar = _bar("sample counts N", len(kk))
     out = ablation_samples(det.methods, ks=kk, data_dir=data, passages=_parse_range(passages), detector=det,
-                           progress=(lambda k: bar(1)) if bar else (lambda k: err.print(f"[dim]N={k} done[/]")))
-    if bar:
-        bar(None)
+                           progress=lambda k: bar(1))
+    bar(None)
     if plot:
         from ..report.plots import plot_samples
 

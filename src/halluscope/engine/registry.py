@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 LEVELS = ("sentence", "response")
@@ -54,7 +54,6 @@ class MethodSpec:
     formula: str
     aggregate: str | None = "mean"
     group: str = ""  # methods of one group are computed in one pass (one build per run)
-    extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.level not in LEVELS:
@@ -68,7 +67,6 @@ class MethodSpec:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["needs"] = list(self.needs)
-        d.pop("extra")
         d.pop("group")
         return d
 

@@ -58,7 +58,8 @@ def figure_rows(res: dict) -> list[tuple[str, dict]]:
     return rows
 
 
-def _f(v) -> str:
+def fmt3(v) -> str:
+    """A figure with 3 decimals; '-' where undefined (None or NaN)."""
     return "-" if v is None or not np.isfinite(v) else f"{v:.3f}"
 
 
@@ -68,7 +69,7 @@ def markdown_table(res: dict) -> str:
     lines = ["| row | n | AUROC | precision | recall | F1 |", "|---|---|---|---|---|---|"]
     for name, v in figure_rows(res):
         lines.append(f"| {name} | {v.get('n', res.get('n'))} | "
-                     + " | ".join(_f(v[k]) for k in ("auroc", "precision", "recall", "f1")) + " |")
+                     + " | ".join(fmt3(v[k]) for k in ("auroc", "precision", "recall", "f1")) + " |")
     return "\n".join(lines)
 
 

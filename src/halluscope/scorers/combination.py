@@ -37,7 +37,8 @@ def matrix(items: list[ItemResult], components: list[str]) -> np.ndarray:
 
 
 def combiner(items: list[ItemResult], components: list[str], stats: dict | str | None = None) -> ZMean:
-    """The ZMean to apply: packaged statistics (or the ``stats`` given) where known, the run's for the rest."""
+    """The ZMean to apply: packaged statistics (or the ``stats`` given) where known, the run's (``items``) for the
+    rest; the run is fitted only when some component needs it."""
     if not components:
         raise ValueError("combination needs at least one other method")
     if stats is None:
@@ -45,18 +46,30 @@ def combiner(items: list[ItemResult], components: list[str], stats: dict | str |
 
         stats = packaged_zstats()
     known = {} if stats == "run" else dict(stats)
-    run = ZMean(components).fit(matrix(items, [m for m in components]))
-    mean = [known[m][0] if m in known else run.mean[k] for k, m in enumerate(components)]
-    scale = [known[m][1] if m in known else run.scale[k] for k, m in enumerate(components)]
-    fitted = "run" if stats == "run" else ",".join(m for m in components if m not in known)
-    return ZMean(list(components), mean, scale, fitted_on=f"run-relative: {fitted}" if fitted else "packaged")
+    unknown = [m for m in components if m not in known]
+    if unknown:
+        run = ZMean(unknown).fit(matrix(items, unknown))
+        known.update({m: (mu, sd) for m, mu, sd in zip(unknown, run.mean, run.scale)})
+    fitted = "run" if stats == "run" else ",".join(unknown)
+    return ZMean(list(components), [known[m][0] for m in components], [known[m][1] for m in components],
+                 fitted_on=f"run-relative: {fitted}" if fitted else "packaged")
+
+
+def add_scores(items: list[ItemResult], zm: ZMean) -> None:
+    """Add the ``combination`` scores of ``zm`` to every item (in place)."""
+    for it in items:
+        comb = zm.transform(matrix([it], zm.components))
+        it.sentence_scores[NAME] = [float(x) for x in comb]
+        it.passage_scores[NAME] = float(comb.mean())
+
+
+def summary(zm: ZMean) -> dict:
+    """The statistics used, per component, and where they come from (for a run's settings)."""
+    return {"statistics": {m: (mu, sd) for m, mu, sd in zip(zm.components, zm.mean, zm.scale)}, "from": zm.fitted_on}
 
 
 def apply(items: list[ItemResult], components: list[str], stats: dict | str | None = None) -> dict:
     """Add the ``combination`` scores to every item (in place); returns the statistics used, per component."""
     zm = combiner(items, components, stats)
-    for it in items:
-        comb = zm.transform(matrix([it], components))
-        it.sentence_scores[NAME] = [float(x) for x in comb]
-        it.passage_scores[NAME] = float(comb.mean())
-    return {"statistics": {m: (mu, sd) for m, mu, sd in zip(components, zm.mean, zm.scale)}, "from": zm.fitted_on}
+    add_scores(items, zm)
+    return summary(zm)
