@@ -123,6 +123,8 @@ def train_nli_cmd(
     scale: float = typer.Option(1.0, "--scale", help="Shrink every source (e.g. 0.01 for a smoke test)."),
     eval_limit: int = typer.Option(1000, "--eval-limit", help="MNLI dev-matched pairs scored at the end (0 = none)."),
     stop_after: Optional[float] = typer.Option(None, "--stop-after-minutes", help="Checkpoint and stop (resumable)."),
+    train_embeddings: bool = typer.Option(False, "--train-embeddings", help="Train the word embeddings too "
+                                          "(frozen by default: faster on a CPU)."),
     package: Optional[Path] = typer.Option(None, "--package", help="Instead of training: copy this exported model "
                                            "folder into the package as the default NLI and write its model card."),
     evaluation: Optional[Path] = typer.Option(None, "--evaluation", help="With --package: the JSON of "
@@ -145,6 +147,6 @@ def train_nli_cmd(
     data = data or Path(default_data_dir()) / "nli"
     rec = train_nli(data, out, base=base, seed=seed, epochs=epochs, batch_size=batch_size, lr=lr,
                     max_length=max_length, synthetic=synthetic, scale=scale, eval_limit=eval_limit,
-                    stop_after_minutes=stop_after, log=lambda m: err.print(m, highlight=False))
+                    stop_after_minutes=stop_after, train_embeddings=train_embeddings, log=lambda m: err.print(m, highlight=False))
     print(json.dumps(rec.get("metrics", rec), indent=1))
 

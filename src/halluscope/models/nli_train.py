@@ -4,8 +4,9 @@ A base encoder (default: all-MiniLM-L6-v2 from its pip package; any Hugging Face
 (entailment / neutral / contradiction) and is fine-tuned on :func:`~halluscope.models.nli_data.build_mixture`:
 
 - loss: cross-entropy for 3-way pairs; for 2-way pairs, -log p(entailment) or -log(p(neutral) + p(contradiction));
-- AdamW, linear warm-up (6%) and linear decay over the planned steps, word embeddings frozen (faster on a CPU, and
-  they carry the pre-training vocabulary knowledge); dropout as in the base config;
+- AdamW, linear warm-up (6%) and linear decay over the planned steps; word embeddings frozen by default (faster on a
+  CPU, and they carry the pre-training vocabulary knowledge), trained with ``train_embeddings``; dropout as in the
+  base config;
 - short pairs (``max_length`` 128) in length-grouped batches with dynamic padding; bf16 autocast where the hardware
   runs it natively, fp32 otherwise;
 - unattended and resumable: the mixture is written once to ``OUT/mixture.jsonl``, a checkpoint every few minutes
@@ -83,6 +84,7 @@ def train_nli(
     checkpoint_minutes: float = 10.0,
     stop_after_minutes: float | None = None,
     threads: int | None = None,
+    train_embeddings: bool = False,
     log=print,
 ) -> dict:
     """Train, evaluate and export; returns the training record (also written to ``OUT/model/training.json``).
@@ -112,7 +114,8 @@ def train_nli(
     lengths = [len(x) for x in ids]
     model = AutoModelForSequenceClassification.from_pretrained(  # fp32 master weights (a packaged base is fp16)
         path, dtype=torch.float32, num_labels=3, id2label=dict(enumerate(LABELS)), label2id={k: i for i, k in enumerate(LABELS)})
-    model.base_model.embeddings.word_embeddings.weight.requires_grad_(False)
+    if not train_embeddings:  # frozen: faster on a CPU; trained: single-token swaps can move the word vectors
+        model.base_model.embeddings.word_embeddings.weight.requires_grad_(False)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
     steps_per_epoch = math.ceil(len(pairs) / batch_size)
@@ -177,7 +180,7 @@ def train_nli(
         return {"step": step, "total": total, "stopped": True}
     return export_nli(model, tok, out, pairs, dict(
         base=base, seed=seed, epochs=epochs, batch_size=batch_size, lr=lr, max_length=max_length,
-        synthetic=synthetic, scale=scale, steps=total, train_seconds=round(before + time.time() - t0)), data,
+        synthetic=synthetic, scale=scale, train_embeddings=train_embeddings, steps=total, train_seconds=round(before + time.time() - t0)), data,
         eval_limit, log)
 
 
@@ -219,9 +222,10 @@ def model_card(record: dict, evaluation: dict | None = None) -> str:
         "- Weights: fp16 safetensors (run in fp32 by default; int8 dynamic quantization as an option).", "",
         "## Training",
         f"- Reproduce: `halluscope train-nli --out DIR --seed {a['seed']} --epochs {a['epochs']:g} --lr {a['lr']:g} "
-        f"--batch-size {a['batch_size']} --max-length {a['max_length']} --synthetic {a['synthetic']}` "
-        "(the data folder `data/nli` of the project).",
-        f"- {a['steps']} steps of batch {a['batch_size']}, AdamW with linear warm-up/decay, word embeddings frozen; "
+        f"--batch-size {a['batch_size']} --max-length {a['max_length']} --synthetic {a['synthetic']}"
+        + (" --train-embeddings" if a.get("train_embeddings") else "") + "` (the data folder `data/nli` of the project).",
+        f"- {a['steps']} steps of batch {a['batch_size']}, AdamW with linear warm-up/decay, word embeddings "
+        + ("trained" if a.get("train_embeddings") else "frozen") + "; "
         f"{a['train_seconds'] / 60:.0f} min on the machine named in EVALUATION.md.", "",
         "## Data (the mixture, with each source's licence)", "",
         "| source | pairs | labels | licence |", "|---|---:|---|---|",
