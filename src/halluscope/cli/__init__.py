@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 
-from . import ensemble, reproduce, score, train  # noqa: F401  (registers the commands)
+from . import ensemble, reproduce, score, serve, train  # noqa: F401  (registers the commands)
 from .common import app, err, example_path, show_results
 
 __all__ = ["app", "example_path", "main", "show_results"]

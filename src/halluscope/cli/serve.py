@@ -1,0 +1,134 @@
+"""Service commands: serve, submit, keys."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, CacheOpt, ChatOpt, MethodsOpt, ModelOpt, _read_records_or_exit,
+                     app, console, err, fails)
+
+DbOpt = typer.Option(None, "--db", help="Database: a SQLite file path or a URL (postgresql://user@host/db); "
+                     "default ~/.local/share/halluscope/serve.db.")
+ServerOpt = typer.Option("http://127.0.0.1:8000", "--server", help="The service's URL.")
+KeyEnvOpt = typer.Option("HALLUSCOPE_API_KEY", "--key-env", help="Environment variable holding the API key.")
+
+
+@app.command()
+@fails
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host"),
+    port: int = typer.Option(8000, "--port"),
+    db: Optional[str] = DbOpt,
+    methods: Optional[str] = MethodsOpt,
+    calibration: Optional[Path] = typer.Option(None, "--calibration", help="Calibration file (watched: a new fit, "
+                                               "e.g. by `calibrate --from-db`, is picked up while serving)."),
+    no_auth: bool = typer.Option(False, "--no-auth", help="No API keys (only on a loopback address)."),
+    rate_limit: float = typer.Option(600, "--rate-limit", help="Requests a minute per key (0: no limit)."),
+    max_body_mb: float = typer.Option(10, "--max-body-mb", help="Largest request body."),
+    max_batch: int = typer.Option(16, "--max-batch", help="Checks scored together in one model pass."),
+    samples: int = typer.Option(10, "--samples", "-n", help="Samples drawn for prompt-only checks."),
+    model: Optional[str] = ModelOpt,
+    base_url: Optional[str] = BaseUrlOpt,
+    backend: str = BackendOpt,
+    chat: bool = ChatOpt,
+    api_key_env: str = ApiKeyEnvOpt,
+    cache: Optional[Path] = CacheOpt,
+    llm: bool = typer.Option(False, "--llm", help="Draw samples for prompt-only checks with the packaged local "
+                             "model (or the one --model/--base-url names)."),
+):
+    """Run the monitoring service: POST /v1/check and /v1/jobs, results, statistics, the dashboard (/) and the
+    review queue (/review); OpenAPI docs at /docs. On first start an admin API key is printed once."""
+    from ..serve import ServeConfig, run
+    from .common import _sampler
+
+    sampler = _sampler(model, base_url, backend, chat, api_key_env, cache) if (llm or model or base_url) else None
+    cfg = ServeConfig(db=db, methods=methods, calibration=str(calibration) if calibration else None,
+                      auth=not no_auth, rate_limit=rate_limit, max_body_mb=max_body_mb, max_batch=max_batch,
+                      samples=samples, llm=sampler)
+    run(cfg, host=host, port=port)
+
+
+@app.command()
+@fails
+def submit(
+    path: Path = typer.Argument(..., help="Records (.jsonl, .json, .csv) with response and samples."),
+    server: str = ServerOpt,
+    key_env: str = KeyEnvOpt,
+    tag: Optional[list[str]] = typer.Option(None, "--tag", help="key:value attached to every answer (repeatable)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the job's results (.jsonl)."),
+    wait: bool = typer.Option(True, "--wait/--no-wait", help="Wait for the job to finish."),
+):
+    """Send a file of answers to a running service as one job, follow its progress, and fetch the results."""
+    import os
+
+    from ..client import Client, ServiceError
+
+    recs, errors = _read_records_or_exit(path)
+    if errors:
+        for e in errors:
+            err.print(f"[yellow]skipped[/] record {e.record}: {e.field}: {e}", highlight=False)
+    tags = dict(t.split(":", 1) for t in tag or [] if ":" in t)
+    with Client(server, key=os.environ.get(key_env)) as c:
+        try:
+            job = c.submit([r.to_dict() for r in recs], tags=tags)
+        except ServiceError as e:
+            raise ValueError(f"the server refused the job: {e}") from None
+        err.print(f"job {job['id']}: {job['total']} answers queued")
+        if not wait:
+            print(job["id"])
+            return
+        last = [-1]
+
+        def show(j):
+            if j["done"] != last[0]:
+                err.print(f"job {j['id']}: {j['done']}/{j['total']} ({j['status']})", highlight=False)
+                last[0] = j["done"]
+
+        j = c.wait(job["id"], progress=show)
+        rows = list(c.job_results(job["id"]))
+    flagged = sum(r["flagged"] for r in rows)
+    console.print(f"{len(rows)} answers scored, {flagged} flagged; {len(j['errors'])} failed")
+    if output:
+        output.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        err.print(f"written to {output}")
+
+
+keys_app = typer.Typer(help="API keys of a service's database (run where the database is).")
+app.add_typer(keys_app, name="keys")
+
+
+@keys_app.command("create")
+@fails
+def keys_create(name: str = typer.Argument(...), scopes: str = typer.Option("submit", "--scopes",
+                help="Comma-separated: submit, review, admin."), db: Optional[str] = DbOpt):
+    """Create a key; it is printed this once (only its hash is stored)."""
+    from ..serve.auth import create_key
+    from ..serve.db import make_engine
+
+    print(create_key(make_engine(db), name, [s.strip() for s in scopes.split(",") if s.strip()]))
+
+
+@keys_app.command("list")
+@fails
+def keys_list(db: Optional[str] = DbOpt):
+    from ..serve.auth import list_keys
+    from ..serve.db import make_engine
+
+    for k in list_keys(make_engine(db)):
+        console.print(f"{k['id']}\t{k['name']}\t{k['prefix']}…\t{','.join(k['scopes'])}\t"
+                      f"{'revoked' if k['revoked'] else 'active'}", highlight=False)
+
+
+@keys_app.command("revoke")
+@fails
+def keys_revoke(key_id: int = typer.Argument(...), db: Optional[str] = DbOpt):
+    from ..serve.auth import revoke_key
+    from ..serve.db import make_engine
+
+    if not revoke_key(make_engine(db), key_id):
+        raise ValueError(f"no active key {key_id}")
+    console.print(f"revoked key {key_id}")

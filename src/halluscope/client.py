@@ -1,0 +1,202 @@
+"""Clients of ``halluscope serve``: :class:`Client` (sync) and :class:`AsyncClient`, over httpx, with retries.
+
+    from halluscope.client import Client
+    c = Client("http://127.0.0.1:8000", key="hs_...")          # or HALLUSCOPE_API_KEY in the environment
+    r = c.check(response="...", samples=["...", "..."], tags={"model": "gpt-4o"})
+    job = c.submit(records, tags={"app": "support-bot"}); c.wait(job["id"]); rows = list(c.job_results(job["id"]))
+
+Connection errors, 429 (after its Retry-After) and 5xx answers are retried with exponential back-off (tenacity);
+4xx answers are not retried and raise :class:`ServiceError` with the server's detail (for a 422: each bad record and
+field).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Iterable, Iterator
+
+import httpx
+from tenacity import AsyncRetrying, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+KEY_ENV = "HALLUSCOPE_API_KEY"
+
+
+class ServiceError(RuntimeError):
+    def __init__(self, status: int, detail: Any):
+        self.status, self.detail = status, detail
+        super().__init__(f"HTTP {status}: {detail}")
+
+
+class _Retryable(Exception):
+    def __init__(self, response: httpx.Response):
+        self.response = response
+        super().__init__(f"HTTP {response.status_code}")
+
+
+def _retryable(e: BaseException) -> bool:
+    return isinstance(e, (_Retryable, httpx.TransportError))
+
+
+def _check(resp: httpx.Response) -> Any:
+    if resp.status_code == 429 or resp.status_code >= 500:
+        raise _Retryable(resp)
+    if resp.status_code >= 400:
+        try:
+            detail = resp.json().get("detail")
+        except ValueError:
+            detail = resp.text
+        raise ServiceError(resp.status_code, detail)
+    return resp.json()
+
+
+def _wait_for(retry_state) -> float:
+    """Retry-After of a 429 when given, else exponential back-off."""
+    e = retry_state.outcome.exception() if retry_state.outcome else None
+    if isinstance(e, _Retryable) and e.response.headers.get("retry-after"):
+        try:
+            return min(float(e.response.headers["retry-after"]), 60.0)
+        except ValueError:
+            pass
+    return wait_exponential(multiplier=0.5, max=20)(retry_state)
+
+
+def _records_body(records: Iterable[dict], tags: dict | None) -> dict:
+    return {"records": list(records), "tags": dict(tags or {})}
+
+
+class _Base:
+    def __init__(self, url: str, key: str | None = None, timeout: float = 120.0, retries: int = 5):
+        self.url = url.rstrip("/")
+        self.key = key if key is not None else os.environ.get(KEY_ENV)
+        self.timeout, self.retries = timeout, retries
+
+    def _headers(self) -> dict:
+        return {"Authorization": f"Bearer {self.key}"} if self.key else {}
+
+    def _retrying(self, cls):
+        return cls(stop=stop_after_attempt(self.retries), wait=_wait_for, retry=retry_if_exception(_retryable),
+                   reraise=True)
+
+
+class Client(_Base):
+    """Synchronous client."""
+
+    def __init__(self, url: str, key: str | None = None, timeout: float = 120.0, retries: int = 5):
+        super().__init__(url, key, timeout, retries)
+        self._http = httpx.Client(base_url=self.url, timeout=timeout, headers=self._headers())
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def request(self, method: str, path: str, **kw) -> Any:
+        try:
+            for attempt in self._retrying(Retrying):
+                with attempt:
+                    return _check(self._http.request(method, path, **kw))
+        except _Retryable as e:
+            raise ServiceError(e.response.status_code, e.response.text) from None
+
+    def check(self, response: str | None = None, samples: list[str] | None = None, prompt: str | None = None,
+              tags: dict | None = None, **fields) -> dict:
+        body = {k: v for k, v in dict(response=response, samples=samples, prompt=prompt, tags=tags, **fields).items()
+                if v is not None}
+        return self.request("POST", "/v1/check", json=body)
+
+    def submit(self, records: Iterable[dict], tags: dict | None = None) -> dict:
+        return self.request("POST", "/v1/jobs", json=_records_body(records, tags))
+
+    def job(self, job_id: str) -> dict:
+        return self.request("GET", f"/v1/jobs/{job_id}")
+
+    def wait(self, job_id: str, poll: float = 1.0, timeout: float | None = None, progress=None) -> dict:
+        t0 = time.monotonic()
+        while True:
+            j = self.job(job_id)
+            if progress:
+                progress(j)
+            if j["status"] == "done":
+                return j
+            if timeout is not None and time.monotonic() - t0 > timeout:
+                raise TimeoutError(f"job {job_id}: {j['done']}/{j['total']} after {timeout} s")
+            time.sleep(poll)
+
+    def job_results(self, job_id: str, page: int = 200) -> Iterator[dict]:
+        offset = 0
+        while True:
+            got = self.request("GET", f"/v1/jobs/{job_id}/results", params={"offset": offset, "limit": page})
+            yield from got["items"]
+            offset += len(got["items"])
+            if not got["items"] or offset >= got["total"]:
+                return
+
+    def results(self, **filters) -> dict:
+        return self.request("GET", "/v1/results", params=_params(filters))
+
+    def result(self, uid: str) -> dict:
+        return self.request("GET", f"/v1/results/{uid}")
+
+    def review(self, uid: str, sentence: int | None, label: str) -> dict:
+        return self.request("POST", f"/v1/results/{uid}/reviews", json={"sentence": sentence, "label": label})
+
+    def stats(self, **filters) -> dict:
+        return self.request("GET", "/v1/stats", params=_params(filters))
+
+
+class AsyncClient(_Base):
+    """Asynchronous client (the same calls, awaited)."""
+
+    def __init__(self, url: str, key: str | None = None, timeout: float = 120.0, retries: int = 5):
+        super().__init__(url, key, timeout, retries)
+        self._http = httpx.AsyncClient(base_url=self.url, timeout=timeout, headers=self._headers())
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.aclose()
+
+    async def request(self, method: str, path: str, **kw) -> Any:
+        try:
+            async for attempt in self._retrying(AsyncRetrying):
+                with attempt:
+                    return _check(await self._http.request(method, path, **kw))
+        except _Retryable as e:
+            raise ServiceError(e.response.status_code, e.response.text) from None
+
+    async def check(self, response: str | None = None, samples: list[str] | None = None, prompt: str | None = None,
+                    tags: dict | None = None, **fields) -> dict:
+        body = {k: v for k, v in dict(response=response, samples=samples, prompt=prompt, tags=tags, **fields).items()
+                if v is not None}
+        return await self.request("POST", "/v1/check", json=body)
+
+    async def submit(self, records: Iterable[dict], tags: dict | None = None) -> dict:
+        return await self.request("POST", "/v1/jobs", json=_records_body(records, tags))
+
+    async def job(self, job_id: str) -> dict:
+        return await self.request("GET", f"/v1/jobs/{job_id}")
+
+    async def stats(self, **filters) -> dict:
+        return await self.request("GET", "/v1/stats", params=_params(filters))
+
+
+def _params(filters: dict) -> dict:
+    """Query parameters: ``tags={"model": "x"}`` becomes ``tag=model:x``; booleans lower-case."""
+    out: dict[str, Any] = {}
+    for k, v in filters.items():
+        if v is None:
+            continue
+        if k == "tags":
+            out["tag"] = [f"{a}:{b}" for a, b in v.items()]
+        else:
+            out[k] = str(v).lower() if isinstance(v, bool) else v
+    return out

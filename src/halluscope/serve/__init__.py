@@ -1,0 +1,41 @@
+"""``halluscope serve``: a monitoring service that checks answers as they happen, stores every result, and learns
+from reviewers (API in :mod:`.app`, storage in :mod:`.db` and :mod:`.store`, scoring in :mod:`.worker`)."""
+
+from __future__ import annotations
+
+import ipaddress
+import sys
+
+from .app import ServeConfig, create_app
+
+__all__ = ["ServeConfig", "create_app", "run", "is_loopback"]
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def run(config: ServeConfig, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info") -> None:
+    """Start the service (blocking). With auth on and no key in the database yet, an admin key is created and
+    printed once to stderr. ``auth=False`` is refused unless ``host`` is a loopback address."""
+    import uvicorn
+
+    from .auth import ensure_admin_key
+    from .db import make_engine, url_of
+
+    if not config.auth and not is_loopback(host):
+        raise ValueError(f"--no-auth is only allowed on a loopback address, not {host}")
+    engine = make_engine(config.db)
+    if config.auth:
+        key = ensure_admin_key(engine)
+        if key:
+            print(f"halluscope: first start: admin API key (shown once, keep it): {key}", file=sys.stderr, flush=True)
+    engine.dispose()
+    safe = url_of(config.db).split("@")[-1]
+    print(f"halluscope: serving on http://{host}:{port} (database {safe}; docs at /docs)", file=sys.stderr, flush=True)
+    uvicorn.run(create_app(config), host=host, port=port, log_level=log_level)

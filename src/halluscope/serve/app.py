@@ -1,0 +1,426 @@
+"""``halluscope serve``: the HTTP API and pages (FastAPI), over the scoring loop and the database.
+
+Routes (OpenAPI docs at ``/docs``); the scope each needs is in brackets:
+
+- ``POST /v1/check`` [submit]: one answer (``response`` + ``samples``, or a ``prompt`` the configured LLM answers and
+  samples) -> its stored result: per-sentence and per-answer probability, flags, evidence, method scores;
+- ``POST /v1/jobs`` [submit]: many answers (a JSON list, ``{"records": [...], "tags": {...}}``, or JSONL) -> a job id;
+  ``GET /v1/jobs/{id}`` progress, ``GET /v1/jobs/{id}/results`` its results, paged;
+- ``GET /v1/results`` [submit or review] with filters (flagged, since/until, ``tag=key:value``, reviewed), paged;
+  ``GET /v1/results/{id}``; ``POST /v1/results/{id}/reviews`` [review] marks a sentence (or the answer) accurate or
+  inaccurate; ``GET /v1/stats`` [submit or review]: rate and probability over time, per tag, and their histogram;
+- ``POST/GET/DELETE /v1/keys`` and ``POST /v1/admin/reload`` [admin]; ``GET /metrics`` [admin] for Prometheus;
+- ``/`` the dashboard and ``/review`` the review queue (static pages; they call the API with the key a person enters).
+
+Bad input is a 422 naming the record and the field; oversized bodies 413; a key over its rate 429 with Retry-After;
+no key 401, a key without the scope 403. Jobs are validated whole before anything is stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+
+from ..types import Record, RecordError
+from . import store
+from .auth import ANONYMOUS_ADMIN, KeyStore, Principal, RateLimiter, create_key, list_keys, revoke_key
+from .metrics import Metrics
+from .worker import ScoringLoop
+
+STATIC = Path(__file__).parent / "static"
+
+
+@dataclass
+class ServeConfig:
+    """What ``halluscope serve`` runs with."""
+
+    db: str | None = None
+    methods: str | None = None
+    calibration: str | None = None
+    auth: bool = True
+    rate_limit: float = 600.0  # requests a minute per key (0: none)
+    max_body_mb: float = 10.0
+    max_batch: int = 16
+    max_wait: float = 0.01
+    job_chunk: int = 16
+    samples: int = 10  # samples drawn for prompt-only checks
+    llm: Any = None  # a halluscope.llm.Sampler for prompt-only checks
+    detector_options: dict = field(default_factory=dict)
+
+
+class BodyLimit:
+    """ASGI middleware: a request body over ``limit`` bytes gets 413 (by Content-Length, or while it streams)."""
+
+    def __init__(self, app, limit: int):
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None and int(length) > self.limit:
+            return await _too_large(send, self.limit)
+        seen = 0
+
+        async def limited():
+            nonlocal seen
+            msg = await receive()
+            seen += len(msg.get("body", b""))
+            if seen > self.limit:
+                raise _TooLarge()
+            return msg
+
+        try:
+            await self.app(scope, limited, send)
+        except _TooLarge:
+            await _too_large(send, self.limit)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _too_large(send, limit: int) -> None:
+    body = json.dumps({"detail": f"request body over the limit of {limit} bytes"}).encode()
+    await send({"type": "http.response.start", "status": 413,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _unprocessable(errors: list[RecordError]) -> HTTPException:
+    return HTTPException(422, detail=[{"record": e.record, "field": e.field, "message": str(e)} for e in errors])
+
+
+def _tags(tag: list[str] | None) -> dict[str, str]:
+    out = {}
+    for t in tag or []:
+        k, sep, v = t.partition(":")
+        if not sep or not k:
+            raise HTTPException(422, detail=[{"record": None, "field": "tag", "message": f"{t!r}: use key:value"}])
+        out[k] = v
+    return out
+
+
+def _when(v: str | None, name: str) -> dt.datetime | None:
+    if not v:
+        return None
+    try:
+        t = dt.datetime.fromisoformat(v.replace("Z", "+00:00"))
+    except ValueError:
+        raise HTTPException(422, detail=[{"record": None, "field": name, "message": f"{v!r} is not an ISO time"}])
+    return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
+
+
+@dataclass
+class Service:
+    """The running service's parts, kept on ``app.state.hs``."""
+
+    config: ServeConfig
+    engine: Any
+    loop: ScoringLoop
+    keys: KeyStore
+    limiter: RateLimiter
+    metrics: Metrics
+
+
+def _service(request: Request) -> Service:
+    return request.app.state.hs
+
+
+def _key_of(request: Request) -> str | None:
+    auth = request.headers.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip() or None
+    return request.headers.get("x-api-key") or None
+
+
+def require(*scopes: str):
+    """A dependency: the request's principal, which must hold one of ``scopes`` (401 without a valid key, 403
+    without the scope, 429 over the key's rate)."""
+
+    def dep(request: Request) -> Principal:
+        hs = _service(request)
+        if not hs.config.auth:
+            return ANONYMOUS_ADMIN
+        key = _key_of(request)
+        p = hs.keys.lookup(key) if key else None
+        if p is None:
+            raise HTTPException(401, detail="a valid API key is required (Authorization: Bearer <key>)",
+                                headers={"WWW-Authenticate": "Bearer"})
+        if not any(p.allows(s) for s in scopes):
+            raise HTTPException(403, detail=f"this key lacks the scope {' or '.join(scopes)}")
+        wait = hs.limiter.take(p.name + ":" + key[:11])
+        if wait > 0:
+            raise HTTPException(429, detail="rate limit exceeded", headers={"Retry-After": str(math.ceil(wait))})
+        return p
+
+    return dep
+
+
+def create_app(config: ServeConfig) -> FastAPI:
+    """The service as an ASGI app (the scoring loop starts and stops with it)."""
+    from contextlib import asynccontextmanager
+
+    from ..pipeline import Detector
+    from .db import make_engine
+
+    engine = make_engine(config.db)
+
+    def make_detector(calibration):
+        return Detector(methods=config.methods, calibration=calibration, **config.detector_options)
+
+    metrics = Metrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        loop = ScoringLoop(engine, make_detector, config.calibration, config.max_batch, config.max_wait,
+                           config.job_chunk, metrics)
+        metrics.queue_depth(loop.queue_depth)
+        app.state.hs = Service(config, engine, loop.start(), KeyStore(engine), RateLimiter(config.rate_limit), metrics)
+        yield
+        loop.stop()
+        engine.dispose()
+
+    app = FastAPI(title="halluscope", version="0.1.0", lifespan=lifespan,
+                  description="Zero-resource hallucination detection as a service: check answers, run jobs, review.")
+    app.add_middleware(BodyLimit, limit=int(config.max_body_mb * 1024 * 1024))
+
+    @app.middleware("http")
+    async def count(request: Request, call_next):
+        t = time.perf_counter()
+        resp = await call_next(request)
+        route = request.scope.get("route")
+        metrics.request(getattr(route, "path", "other"), request.method, resp.status_code, time.perf_counter() - t)
+        return resp
+
+    app.include_router(api)
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    return app
+
+
+from fastapi import APIRouter  # noqa: E402
+
+api = APIRouter()
+READ = ("submit", "review")
+
+
+@api.get("/healthz", tags=["service"])
+def healthz(request: Request):
+    from .db import schema_version
+
+    return {"status": "ok", "schema": schema_version(_service(request).engine)}
+
+
+@api.get("/", include_in_schema=False)
+def dashboard():
+    return FileResponse(STATIC / "dashboard.html")
+
+
+@api.get("/review", include_in_schema=False)
+def review_page():
+    return FileResponse(STATIC / "review.html")
+
+
+async def _json_body(request: Request) -> Any:
+    raw = await request.body()
+    ctype = request.headers.get("content-type", "")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise HTTPException(422, detail=[{"record": None, "field": "body", "message": f"not UTF-8: {e}"}])
+    if "ndjson" in ctype or "jsonl" in ctype or ctype.startswith("text/plain"):
+        out = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    out.append(json.loads(line))
+                except ValueError as e:
+                    raise HTTPException(422, detail=[{"record": str(len(out)), "field": "<line>",
+                                                      "message": f"line {n} is not JSON: {e}"}])
+        return out
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise HTTPException(422, detail=[{"record": None, "field": "body", "message": f"not JSON: {e}"}])
+
+
+def _draw(hs: Service, body: dict) -> dict:
+    """A prompt-only check: the configured LLM writes the response (T=0) and the samples."""
+    from ..llm.sampler import records_from_draws
+
+    if hs.config.llm is None:
+        raise _unprocessable([RecordError(str(body.get("id") or 0), "samples", "missing, and this server has no LLM "
+                                          "to draw them (start it with --base-url/--model, or send samples)")])
+    prompt = body["prompt"]
+    recs, errors = records_from_draws([prompt], hs.config.llm.draw([prompt], n=hs.config.samples))
+    if errors:
+        raise _unprocessable(errors)
+    return {**recs[0].to_dict(), "id": body.get("id") or recs[0].id}
+
+
+@api.post("/v1/check", tags=["check"])
+async def check(request: Request, who: Principal = Depends(require("submit"))):
+    """Score one answer now and store it. Body: ``{"response", "samples", "prompt"?, "id"?, "sentences"?,
+    "tags"?: {"model": ...}}``; with only ``prompt``, the server's LLM draws the response and the samples."""
+    from starlette.concurrency import run_in_threadpool
+
+    hs = _service(request)
+    body = await _json_body(request)
+    if not isinstance(body, dict):
+        raise _unprocessable([RecordError("0", "<record>", "expected a JSON object")])
+    tags = body.pop("tags", None) or {}
+    if not isinstance(tags, dict) or not all(isinstance(v, str) for v in tags.values()):
+        raise _unprocessable([RecordError(str(body.get("id") or 0), "tags", "must be an object of strings")])
+    if body.get("response") is None and body.get("samples") is None and body.get("prompt"):
+        body = await run_in_threadpool(_draw, hs, body)
+    try:
+        rec = Record.from_dict(body, 0)
+    except RecordError as e:
+        raise _unprocessable([e])
+    try:
+        return await asyncio.wrap_future(hs.loop.submit(rec, tags, who.name))
+    except ValueError as e:
+        raise HTTPException(422, detail=[{"record": rec.id, "field": "samples", "message": str(e)}])
+
+
+@api.post("/v1/jobs", status_code=202, tags=["jobs"])
+async def create_job(request: Request, tag: list[str] | None = Query(None),
+                     who: Principal = Depends(require("submit"))):
+    """Many answers at once: a JSON list, ``{"records": [...], "tags": {...}}``, or JSONL (Content-Type
+    application/x-ndjson). Every record is validated first: one bad record rejects the job (422, each bad record
+    named with its field) and nothing is stored."""
+    from starlette.concurrency import run_in_threadpool
+
+    from ..io import records_from_objects
+
+    hs = _service(request)
+    body = await _json_body(request)
+    tags = _tags(tag)
+    if isinstance(body, dict):
+        tags = {**(body.get("tags") or {}), **tags}
+        body = body.get("records")
+    if not isinstance(body, list) or not body:
+        raise _unprocessable([RecordError("0", "records", "expected a non-empty list of records")])
+    recs, errors = records_from_objects(body)
+    errors += [RecordError(r.id, "samples", "no samples to check the response against") for r in recs if not r.samples]
+    if errors:
+        raise _unprocessable(errors)
+    jid = await run_in_threadpool(store.create_job, hs.engine, [r.to_dict() for r in recs], tags, who.name)
+    hs.loop.notify_job()
+    return {"id": jid, "status": "queued", "total": len(recs)}
+
+
+@api.get("/v1/jobs/{job_id}", tags=["jobs"])
+def job_status(job_id: str, request: Request, _: Principal = Depends(require(*READ))):
+    job = store.get_job(_service(request).engine, job_id)
+    if job is None:
+        raise HTTPException(404, detail=f"no job {job_id}")
+    return job
+
+
+@api.get("/v1/jobs/{job_id}/results", tags=["jobs"])
+def job_results(job_id: str, request: Request, offset: int = Query(0, ge=0), limit: int = Query(100, ge=1, le=1000),
+                _: Principal = Depends(require(*READ))):
+    hs = _service(request)
+    if store.get_job(hs.engine, job_id) is None:
+        raise HTTPException(404, detail=f"no job {job_id}")
+    return store.list_results(hs.engine, job_id=job_id, offset=offset, limit=limit, full=True)
+
+
+@api.get("/v1/results", tags=["results"])
+def results(request: Request, flagged: bool | None = None, reviewed: bool | None = None, since: str | None = None,
+            until: str | None = None, tag: list[str] | None = Query(None), offset: int = Query(0, ge=0),
+            limit: int = Query(50, ge=1, le=1000), full: bool = False, _: Principal = Depends(require(*READ))):
+    """Stored results, newest first; ``tag=model:gpt-4o`` filters on a tag (repeatable)."""
+    return store.list_results(_service(request).engine, flagged=flagged, reviewed=reviewed,
+                              since=_when(since, "since"), until=_when(until, "until"), tags=_tags(tag),
+                              offset=offset, limit=limit, full=full)
+
+
+@api.get("/v1/results/{uid}", tags=["results"])
+def result(uid: str, request: Request, _: Principal = Depends(require(*READ))):
+    r = store.get_result(_service(request).engine, uid)
+    if r is None:
+        raise HTTPException(404, detail=f"no result {uid}")
+    return r
+
+
+@api.post("/v1/results/{uid}/reviews", status_code=201, tags=["review"])
+async def review(uid: str, request: Request, who: Principal = Depends(require("review"))):
+    """Mark one sentence (``{"sentence": i, "label": "accurate"|"inaccurate"}``) or, with ``"sentence": null``,
+    the whole answer. Stored with the reviewer's key name and the time."""
+    body = await _json_body(request)
+    if not isinstance(body, dict):
+        raise _unprocessable([RecordError(uid, "<review>", "expected a JSON object")])
+    sentence = body.get("sentence")
+    if sentence is not None and (not isinstance(sentence, int) or isinstance(sentence, bool)):
+        raise _unprocessable([RecordError(uid, "sentence", "must be an integer index or null")])
+    try:
+        return store.add_review(_service(request).engine, uid, sentence, body.get("label"), who.name)
+    except LookupError:
+        raise HTTPException(404, detail=f"no result {uid}")
+    except ValueError as e:
+        field_, _, msg = str(e).partition(": ")
+        raise HTTPException(422, detail=[{"record": uid, "field": field_, "message": msg}])
+
+
+@api.get("/v1/stats", tags=["results"])
+def stats(request: Request, since: str | None = None, until: str | None = None, tag: list[str] | None = Query(None),
+          bucket: str = "hour", group: str | None = None, _: Principal = Depends(require(*READ))):
+    """Hallucination rate (flagged share) and mean probability per time bucket (minute, hour, day), per value of the
+    tag ``group`` (e.g. ``group=model``), with the distribution of the answer probability."""
+    try:
+        return store.stats(_service(request).engine, since=_when(since, "since"), until=_when(until, "until"),
+                           tags=_tags(tag), bucket=bucket, group=group)
+    except ValueError as e:
+        raise HTTPException(422, detail=[{"record": None, "field": "bucket", "message": str(e)}])
+
+
+@api.post("/v1/keys", status_code=201, tags=["admin"])
+async def new_key(request: Request, _: Principal = Depends(require("admin"))):
+    """Create a key: ``{"name": "...", "scopes": ["submit", "review"]}``; the key is in this answer only."""
+    body = await _json_body(request)
+    if not isinstance(body, dict) or not isinstance(body.get("name"), str) or not body["name"]:
+        raise _unprocessable([RecordError("key", "name", "a non-empty name is required")])
+    try:
+        key = create_key(_service(request).engine, body["name"], body.get("scopes") or ["submit"])
+    except ValueError as e:
+        raise _unprocessable([RecordError("key", "scopes", str(e))])
+    return {"name": body["name"], "key": key}
+
+
+@api.get("/v1/keys", tags=["admin"])
+def keys(request: Request, _: Principal = Depends(require("admin"))):
+    return list_keys(_service(request).engine)
+
+
+@api.delete("/v1/keys/{key_id}", tags=["admin"])
+def delete_key(key_id: int, request: Request, _: Principal = Depends(require("admin"))):
+    hs = _service(request)
+    if not revoke_key(hs.engine, key_id):
+        raise HTTPException(404, detail=f"no active key {key_id}")
+    hs.keys.forget()
+    return {"revoked": key_id}
+
+
+@api.post("/v1/admin/reload", tags=["admin"])
+def reload(request: Request, _: Principal = Depends(require("admin"))):
+    """Rebuild the detector with the calibration file now (it is also picked up by itself when the file changes)."""
+    _service(request).loop.request_reload()
+    return {"reloading": True}
+
+
+@api.get("/metrics", tags=["service"])
+def prometheus(request: Request, _: Principal = Depends(require("admin"))):
+    body, ctype = _service(request).metrics.render()
+    return Response(body, media_type=ctype)

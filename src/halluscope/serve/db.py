@@ -1,0 +1,149 @@
+"""The service's storage: SQLite (WAL) by default, PostgreSQL by URL, through SQLAlchemy; the schema is versioned
+and created or upgraded by alembic migrations (``serve/migrations``) when the service starts.
+
+Tables: ``api_keys`` (hashed keys with scopes), ``jobs`` and ``job_records`` (a batch job and its input records,
+each pending or done), ``results`` (one scored answer: the whole result as JSON plus the columns the filters and the
+statistics read), ``reviews`` (a reviewer's verdict on one sentence, or on the whole answer when ``sentence`` is
+null). A job record's result is inserted in the same transaction that marks the record done, and ``(job_id,
+job_index)`` is unique: a job interrupted at any point resumes with nothing lost and nothing stored twice.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy import event
+
+metadata = sa.MetaData()
+
+api_keys = sa.Table(
+    "api_keys", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("name", sa.String(100), nullable=False),
+    sa.Column("prefix", sa.String(16), nullable=False, index=True),
+    sa.Column("key_hash", sa.String(64), nullable=False, unique=True),
+    sa.Column("scopes", sa.String(100), nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("revoked_at", sa.DateTime(timezone=True), nullable=True),
+)
+
+jobs = sa.Table(
+    "jobs", metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False, index=True),
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False, index=True),  # queued, running, done
+    sa.Column("total", sa.Integer, nullable=False),
+    sa.Column("done", sa.Integer, nullable=False, default=0),
+    sa.Column("tags", sa.JSON, nullable=False),
+    sa.Column("key_name", sa.String(100), nullable=True),
+)
+
+job_records = sa.Table(
+    "job_records", metadata,
+    sa.Column("job_id", sa.String(32), sa.ForeignKey("jobs.id"), primary_key=True),
+    sa.Column("idx", sa.Integer, primary_key=True),
+    sa.Column("record", sa.JSON, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False, index=True),  # pending, done, error
+    sa.Column("error", sa.Text, nullable=True),
+)
+
+results = sa.Table(
+    "results", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("uid", sa.String(32), nullable=False, unique=True),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False, index=True),
+    sa.Column("job_id", sa.String(32), nullable=True, index=True),
+    sa.Column("job_index", sa.Integer, nullable=True),
+    sa.Column("record_id", sa.String(200), nullable=False),
+    sa.Column("tags", sa.JSON, nullable=False),
+    sa.Column("probability", sa.Float, nullable=True),
+    sa.Column("flagged", sa.Boolean, nullable=False, index=True),
+    sa.Column("n_sentences", sa.Integer, nullable=False),
+    sa.Column("key_name", sa.String(100), nullable=True),
+    sa.Column("data", sa.JSON, nullable=False),  # ItemResult.to_dict() plus the samples
+    sa.UniqueConstraint("job_id", "job_index", name="uq_results_job_index"),
+)
+
+reviews = sa.Table(
+    "reviews", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("result_id", sa.Integer, sa.ForeignKey("results.id"), nullable=False, index=True),
+    sa.Column("sentence", sa.Integer, nullable=True),  # null: the whole answer
+    sa.Column("label", sa.String(16), nullable=False),  # accurate, inaccurate
+    sa.Column("reviewer", sa.String(100), nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+LABELS = ("accurate", "inaccurate")
+
+
+def now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def default_url() -> str:
+    """``sqlite:///<user data dir>/halluscope/serve.db`` (created on first use)."""
+    import os
+
+    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "halluscope"
+    return f"sqlite:///{base / 'serve.db'}"
+
+
+def url_of(db: str | Path | None) -> str:
+    """A database URL from a URL or a file path (a path means SQLite)."""
+    if db is None:
+        return default_url()
+    s = str(db)
+    if "://" in s:
+        if s.startswith("postgresql://") or s.startswith("postgres://"):
+            return "postgresql+psycopg://" + s.split("://", 1)[1]
+        return s
+    return f"sqlite:///{Path(s).expanduser().resolve()}"
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA busy_timeout=10000")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()
+
+
+def make_engine(db: str | Path | None = None) -> sa.Engine:
+    """The engine for ``db`` (a URL or a SQLite file path), with the schema migrated to the newest version."""
+    url = url_of(db)
+    if url.startswith("postgresql"):
+        try:
+            import psycopg  # noqa: F401
+        except ImportError as e:
+            raise RuntimeError("PostgreSQL needs the psycopg driver: pip install 'halluscope[postgres]'") from e
+    if url.startswith("sqlite:///"):
+        Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+    engine = sa.create_engine(url, pool_pre_ping=True)
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+    migrate(engine)
+    return engine
+
+
+def migrate(engine: sa.Engine, revision: str = "head") -> None:
+    """Bring the schema to ``revision`` with the packaged alembic migrations (idempotent)."""
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, revision)
+
+
+def schema_version(engine: sa.Engine) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()

@@ -1,0 +1,242 @@
+"""What the service reads and writes: results, jobs, reviews and statistics, over :mod:`halluscope.serve.db`.
+
+Every write that belongs together is one transaction: a scored batch's results (and, for job records, their
+``done`` marks and the job's count) commit together or not at all, so a request is never half-stored.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any
+
+import numpy as np
+import sqlalchemy as sa
+
+from ..types import ItemResult, Record
+from .db import LABELS, job_records, jobs, now, results, reviews
+
+PROBABILITY = "probability"
+
+
+def _row_of(it: ItemResult, rec: Record, tags: dict, key_name: str | None, job: tuple[str, int] | None) -> dict:
+    data = it.to_dict()
+    data["samples"] = list(rec.samples)
+    prob = it.passage_scores.get(PROBABILITY)
+    return {"uid": uuid.uuid4().hex, "created_at": now(), "job_id": job[0] if job else None,
+            "job_index": job[1] if job else None, "record_id": str(it.id)[:200], "tags": dict(tags),
+            "probability": None if prob is None else float(prob), "flagged": bool(it.flags.get("response", False)),
+            "n_sentences": len(it.sentences), "key_name": key_name, "data": data}
+
+
+def save_results(engine: sa.Engine, scored: list[tuple[ItemResult, Record, dict, str | None]]) -> list[str]:
+    """Store interactively checked answers (one transaction); returns their uids."""
+    rows = [_row_of(it, rec, tags, key, None) for it, rec, tags, key in scored]
+    if rows:
+        with engine.begin() as c:
+            c.execute(results.insert(), rows)
+    return [r["uid"] for r in rows]
+
+
+def create_job(engine: sa.Engine, records: list[dict], tags: dict, key_name: str | None) -> str:
+    """A job with its records, stored whole (one transaction) before anything is scored."""
+    jid = uuid.uuid4().hex
+    t = now()
+    with engine.begin() as c:
+        c.execute(jobs.insert().values(id=jid, created_at=t, updated_at=t, status="queued", total=len(records),
+                                       done=0, tags=dict(tags), key_name=key_name))
+        for start in range(0, len(records), 1000):
+            c.execute(job_records.insert(), [{"job_id": jid, "idx": start + i, "record": r, "status": "pending"}
+                                             for i, r in enumerate(records[start:start + 1000])])
+    return jid
+
+
+def pending_job_records(engine: sa.Engine, limit: int) -> list[tuple[str, int, dict, dict, str | None]]:
+    """Up to ``limit`` pending records of the oldest unfinished job: (job id, index, record, tags, key name)."""
+    with engine.connect() as c:
+        job = c.execute(sa.select(jobs.c.id, jobs.c.tags, jobs.c.key_name).where(jobs.c.status != "done")
+                        .order_by(jobs.c.created_at, jobs.c.id).limit(1)).first()
+        if job is None:
+            return []
+        rows = c.execute(sa.select(job_records.c.idx, job_records.c.record).where(
+            job_records.c.job_id == job.id, job_records.c.status == "pending").order_by(job_records.c.idx)
+            .limit(limit)).all()
+    if not rows:
+        _finish_job(engine, job.id)
+        return []
+    return [(job.id, r.idx, r.record, job.tags, job.key_name) for r in rows]
+
+
+def _finish_job(engine: sa.Engine, job_id: str) -> None:
+    with engine.begin() as c:
+        c.execute(jobs.update().where(jobs.c.id == job_id).values(status="done", updated_at=now()))
+
+
+def save_job_results(engine: sa.Engine, job_id: str, scored: list[tuple[int, ItemResult, Record]], tags: dict,
+                     key_name: str | None, failed: dict[int, str] | None = None) -> None:
+    """Results of job records, the records' ``done`` marks (``error`` with its message for ``failed``) and the job's
+    count: one transaction."""
+    rows = [_row_of(it, rec, tags, key_name, (job_id, idx)) for idx, it, rec in scored]
+    idxs = [idx for idx, _, _ in scored]
+    with engine.begin() as c:
+        if rows:
+            c.execute(results.insert(), rows)
+            c.execute(job_records.update().where(job_records.c.job_id == job_id, job_records.c.idx.in_(idxs))
+                      .values(status="done"))
+        for idx, msg in (failed or {}).items():
+            c.execute(job_records.update().where(job_records.c.job_id == job_id, job_records.c.idx == idx)
+                      .values(status="error", error=msg))
+        done = c.execute(sa.select(sa.func.count()).select_from(job_records).where(
+            job_records.c.job_id == job_id, job_records.c.status != "pending")).scalar_one()
+        total = c.execute(sa.select(jobs.c.total).where(jobs.c.id == job_id)).scalar_one()
+        c.execute(jobs.update().where(jobs.c.id == job_id).values(
+            done=done, status="done" if done >= total else "running", updated_at=now()))
+
+
+def get_job(engine: sa.Engine, job_id: str) -> dict | None:
+    with engine.connect() as c:
+        r = c.execute(sa.select(jobs).where(jobs.c.id == job_id)).mappings().first()
+        if r is None:
+            return None
+        errs = c.execute(sa.select(job_records.c.idx, job_records.c.error).where(
+            job_records.c.job_id == job_id, job_records.c.status == "error").order_by(job_records.c.idx)).all()
+    return {"id": r["id"], "status": r["status"], "total": r["total"], "done": r["done"], "tags": r["tags"],
+            "errors": [{"index": e.idx, "message": e.error} for e in errs],
+            "created_at": _iso(r["created_at"]), "updated_at": _iso(r["updated_at"])}
+
+
+def _iso(t: dt.datetime) -> str:
+    if t.tzinfo is None:  # SQLite returns naive datetimes: they were stored in UTC
+        t = t.replace(tzinfo=dt.timezone.utc)
+    return t.isoformat()
+
+
+def public(row: Any, full: bool = True) -> dict:
+    """A stored result as the API returns it."""
+    d = {"id": row["uid"], "created_at": _iso(row["created_at"]), "record_id": row["record_id"],
+         "tags": row["tags"], "probability": row["probability"], "flagged": row["flagged"],
+         "job_id": row["job_id"], "job_index": row["job_index"]}
+    if full:
+        d["result"] = row["data"]
+    else:
+        d["response"] = row["data"].get("response")
+    return d
+
+
+def _filters(flagged: bool | None, since: dt.datetime | None, until: dt.datetime | None, tags: dict[str, str],
+             job_id: str | None, reviewed: bool | None) -> list:
+    conds = []
+    if flagged is not None:
+        conds.append(results.c.flagged.is_(flagged))
+    if since is not None:
+        conds.append(results.c.created_at >= since)
+    if until is not None:
+        conds.append(results.c.created_at < until)
+    if job_id is not None:
+        conds.append(results.c.job_id == job_id)
+    for k, v in tags.items():
+        conds.append(results.c.tags[k].as_string() == v)
+    if reviewed is not None:
+        has = sa.exists().where(reviews.c.result_id == results.c.id)
+        conds.append(has if reviewed else ~has)
+    return conds
+
+
+def list_results(engine: sa.Engine, *, flagged=None, since=None, until=None, tags=None, job_id=None, reviewed=None,
+                 offset: int = 0, limit: int = 50, full: bool = False) -> dict:
+    """Results matching the filters, newest first (a job's results in input order), paged."""
+    conds = _filters(flagged, since, until, tags or {}, job_id, reviewed)
+    order = [results.c.job_index] if job_id else [results.c.created_at.desc(), results.c.id.desc()]
+    with engine.connect() as c:
+        total = c.execute(sa.select(sa.func.count()).select_from(results).where(*conds)).scalar_one()
+        rows = c.execute(sa.select(results).where(*conds).order_by(*order).offset(offset).limit(limit)).mappings()
+        items = [public(r, full) for r in rows]
+    return {"total": total, "offset": offset, "limit": limit, "items": items}
+
+
+def get_result(engine: sa.Engine, uid: str) -> dict | None:
+    with engine.connect() as c:
+        r = c.execute(sa.select(results).where(results.c.uid == uid)).mappings().first()
+        if r is None:
+            return None
+        revs = c.execute(sa.select(reviews).where(reviews.c.result_id == r["id"]).order_by(reviews.c.id)).mappings()
+        out = public(r)
+        out["reviews"] = [{"sentence": v["sentence"], "label": v["label"], "reviewer": v["reviewer"],
+                           "created_at": _iso(v["created_at"])} for v in revs]
+    return out
+
+
+def add_review(engine: sa.Engine, uid: str, sentence: int | None, label: str, reviewer: str) -> dict:
+    """Store a reviewer's verdict on one sentence (or the whole answer: ``sentence`` None). Raises LookupError for an
+    unknown result, ValueError for a bad sentence index or label."""
+    if label not in LABELS:
+        raise ValueError(f"label: must be one of {', '.join(LABELS)}")
+    with engine.begin() as c:
+        r = c.execute(sa.select(results.c.id, results.c.n_sentences).where(results.c.uid == uid)).first()
+        if r is None:
+            raise LookupError(uid)
+        if sentence is not None and not 0 <= sentence < r.n_sentences:
+            raise ValueError(f"sentence: index {sentence} out of range (the answer has {r.n_sentences} sentences)")
+        t = now()
+        c.execute(reviews.insert().values(result_id=r.id, sentence=sentence, label=label, reviewer=reviewer,
+                                          created_at=t))
+    return {"result": uid, "sentence": sentence, "label": label, "reviewer": reviewer, "created_at": _iso(t)}
+
+
+def reviewed_items(engine: sa.Engine) -> tuple[list[tuple[ItemResult, list[float | None]]], list[tuple[ItemResult, bool]]]:
+    """What the reviews say, for refitting the calibration: per reviewed result its ItemResult and one label per
+    sentence (1 inaccurate, 0 accurate, None not reviewed; the latest review of a sentence counts), and the answers
+    reviewed as a whole with whether they are wrong."""
+    with engine.connect() as c:
+        rows = c.execute(sa.select(results.c.id, results.c.data, reviews.c.sentence, reviews.c.label)
+                         .join(reviews, reviews.c.result_id == results.c.id).order_by(reviews.c.id)).all()
+    by_id: dict[int, tuple[ItemResult, list, list]] = {}
+    for rid, data, sentence, label in rows:
+        if rid not in by_id:
+            it = ItemResult.from_dict(data)
+            by_id[rid] = (it, [None] * len(it.sentences), [None])
+        it, sent, whole = by_id[rid]
+        y = 1.0 if label == "inaccurate" else 0.0
+        if sentence is None:
+            whole[0] = y
+        else:
+            sent[sentence] = y
+    sentences = [(it, s) for it, s, _ in by_id.values() if any(x is not None for x in s)]
+    answers = [(it, bool(w[0])) for it, _, w in by_id.values() if w[0] is not None]
+    return sentences, answers
+
+
+def stats(engine: sa.Engine, *, since=None, until=None, tags=None, bucket: str = "hour", group: str | None = None,
+          bins: int = 10) -> dict:
+    """Hallucination rate (share of flagged answers) and mean probability per time bucket, per value of the tag
+    ``group`` (or overall), and the distribution of the answer probability."""
+    conds = _filters(None, since, until, tags or {}, None, None)
+    cols = [results.c.created_at, results.c.flagged, results.c.probability]
+    if group:
+        cols.append(results.c.tags[group].as_string().label("g"))
+    with engine.connect() as c:
+        rows = c.execute(sa.select(*cols).where(*conds).order_by(results.c.created_at)).all()
+    step = {"minute": 60, "hour": 3600, "day": 86400}.get(bucket)
+    if step is None:
+        raise ValueError("bucket: must be minute, hour or day")
+    series: dict[str, dict[int, list]] = {}
+    probs = []
+    for r in rows:
+        t = r.created_at if r.created_at.tzinfo else r.created_at.replace(tzinfo=dt.timezone.utc)
+        b = int(t.timestamp()) // step * step
+        key = (r.g if group else "all") or "(none)"
+        series.setdefault(key, {}).setdefault(b, []).append((r.flagged, r.probability))
+        if r.probability is not None:
+            probs.append(r.probability)
+    out = {}
+    for key, buckets in series.items():
+        out[key] = [{"t": dt.datetime.fromtimestamp(b, dt.timezone.utc).isoformat(), "n": len(v),
+                     "flagged": sum(f for f, _ in v), "rate": sum(f for f, _ in v) / len(v),
+                     "mean_probability": _mean([p for _, p in v if p is not None])} for b, v in sorted(buckets.items())]
+    hist, edges = np.histogram(np.asarray(probs, float), bins=bins, range=(0.0, 1.0))
+    return {"bucket": bucket, "group": group, "n": len(rows), "flagged": int(sum(r.flagged for r in rows)),
+            "series": out, "histogram": {"edges": [float(e) for e in edges], "counts": [int(x) for x in hist]}}
+
+
+def _mean(xs: list[float]) -> float | None:
+    return float(np.mean(xs)) if xs else None

@@ -1,0 +1,185 @@
+"""The service's scoring loop: one thread owns the detector and does all model work.
+
+Interactive checks wait in a queue; the loop takes every check that has arrived (up to ``max_batch``, waiting at
+most ``max_wait`` seconds for more after the first) and scores them together, so concurrent clients share one model
+pass (batched NLI pairs and embeddings). When no check waits, it takes the next chunk of pending job records from the
+database, scores them and stores their results with their ``done`` marks in one transaction. A job therefore
+survives a restart (even ``kill -9``): whatever was not committed is still pending and is scored once, later.
+
+The calibration file is watched: when it changes (``halluscope calibrate --from-db -o FILE``), the loop builds a new
+detector between two batches (models are shared per process, so this is cheap) and no request is lost.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from typing import Any, Callable
+
+import sqlalchemy as sa
+
+from ..types import Record
+from . import store
+
+log = logging.getLogger("halluscope.serve")
+
+
+@dataclasses.dataclass
+class CheckRequest:
+    record: Record
+    tags: dict
+    key_name: str | None
+    future: Future = dataclasses.field(default_factory=Future)
+
+
+class ScoringLoop:
+    """``submit`` a record, get a Future of its stored result; jobs are picked up from the database."""
+
+    def __init__(self, engine: sa.Engine, make_detector: Callable[[str | None], Any], calibration: str | None = None,
+                 max_batch: int = 16, max_wait: float = 0.01, job_chunk: int = 16, metrics=None):
+        self.engine, self.make_detector, self.calibration = engine, make_detector, calibration
+        self.max_batch, self.max_wait, self.job_chunk = max_batch, max_wait, job_chunk
+        self.metrics = metrics
+        self.detector = make_detector(calibration)
+        self._mtime = self._calibration_mtime()
+        self._checks: queue.Queue[CheckRequest] = queue.Queue()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="halluscope-scoring", daemon=True)
+        self.reloads = 0
+
+    # ------------------------------------------------------------------ control
+    def start(self) -> "ScoringLoop":
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout)
+
+    def submit(self, record: Record, tags: dict, key_name: str | None) -> Future:
+        req = CheckRequest(record, tags, key_name)
+        self._checks.put(req)
+        self._wake.set()
+        return req.future
+
+    def notify_job(self) -> None:
+        self._wake.set()
+
+    def queue_depth(self) -> int:
+        return self._checks.qsize()
+
+    # ------------------------------------------------------------------ loop
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._maybe_reload()
+                batch = self._take_checks()
+                if batch:
+                    self._score_checks(batch)
+                elif not self._score_job_chunk():
+                    self._wake.wait(0.5)
+                    self._wake.clear()
+            except Exception:  # the loop must survive anything: log it and go on
+                log.exception("scoring loop error")
+                time.sleep(0.5)
+
+    def _take_checks(self) -> list[CheckRequest]:
+        try:
+            first = self._checks.get_nowait()
+        except queue.Empty:
+            return []
+        batch, deadline = [first], time.monotonic() + self.max_wait
+        while len(batch) < self.max_batch:
+            left = deadline - time.monotonic()
+            try:
+                batch.append(self._checks.get(timeout=max(left, 0)) if left > 0 else self._checks.get_nowait())
+            except queue.Empty:
+                break
+        return batch
+
+    def _score(self, records: list[Record]):
+        """Score records together; each gets a batch-unique id for the run and its own id back in the result."""
+        tmp = [dataclasses.replace(r, id=f"b{k}") for k, r in enumerate(records)]
+        res = self.detector.score(tmp)
+        by_id = {it.id: it for it in res.items}
+        failed = {e.record: f"{e.field}: {e}" for e in res.errors}
+        out = []
+        for k, r in enumerate(records):
+            it = by_id.get(f"b{k}")
+            if it is not None:
+                it.id = r.id
+            out.append((it, failed.get(f"b{k}")))
+        if self.metrics:
+            self.metrics.batch(len(records))
+        return out
+
+    def _score_checks(self, batch: list[CheckRequest]) -> None:
+        try:
+            scored = self._score([b.record for b in batch])
+            ok = [(b, it) for b, (it, _) in zip(batch, scored) if it is not None]
+            uids = store.save_results(self.engine, [(it, b.record, b.tags, b.key_name) for b, it in ok])
+        except Exception as e:
+            for b in batch:
+                b.future.set_exception(e)
+            raise
+        for (b, it), uid in zip(ok, uids):
+            b.future.set_result(store.get_result(self.engine, uid))
+            if self.metrics:
+                self.metrics.scored(it)
+        for b, (it, msg) in zip(batch, scored):
+            if it is None:
+                b.future.set_exception(ValueError(msg or "the record could not be scored"))
+
+    def _score_job_chunk(self) -> bool:
+        todo = store.pending_job_records(self.engine, self.job_chunk)
+        if not todo:
+            return False
+        job_id, tags, key_name = todo[0][0], todo[0][3], todo[0][4]
+        records, failed = [], {}
+        for _, idx, raw, _, _ in todo:
+            try:
+                records.append((idx, Record.from_dict(raw, idx)))
+            except ValueError as e:
+                failed[idx] = str(e)
+        scored = self._score([r for _, r in records]) if records else []
+        done = []
+        for (idx, rec), (it, msg) in zip(records, scored):
+            if it is None:
+                failed[idx] = msg or "the record could not be scored"
+            else:
+                done.append((idx, it, rec))
+        store.save_job_results(self.engine, job_id, done, tags, key_name, failed)
+        if self.metrics:
+            for _, it, _ in done:
+                self.metrics.scored(it)
+        return True
+
+    # ------------------------------------------------------------------ calibration
+    def _calibration_mtime(self) -> float | None:
+        try:
+            return os.stat(self.calibration).st_mtime_ns if self.calibration else None
+        except OSError:
+            return None
+
+    def request_reload(self) -> None:
+        self._mtime = -1.0
+        self._wake.set()
+
+    def _maybe_reload(self) -> None:
+        m = self._calibration_mtime()
+        if m == self._mtime:
+            return
+        from .. import calibration
+
+        calibration._read.cache_clear()
+        self.detector = self.make_detector(self.calibration)
+        self._mtime = m
+        self.reloads += 1
+        log.info("calibration reloaded from %s", self.calibration or "the package")
