@@ -63,13 +63,34 @@ def fmt3(v) -> str:
     return "-" if v is None or not np.isfinite(v) else f"{v:.3f}"
 
 
+def prr_rows(res: dict) -> dict[str, float]:
+    """The prediction-rejection ratio (:func:`~halluscope.evaluation.metrics.prr`) of each row of
+    :func:`figure_rows`, from the confidences kept in ``res['scores']``: error = incorrect answer, rejected by
+    increasing confidence (uncertainty = 1 - confidence); the ensembles' out-of-fold confidences. Rows whose scores
+    were not kept are absent."""
+    from ..evaluation.metrics import prr
+
+    sc = res.get("scores", {})
+    if not sc.get("hallucination") or "components" not in sc:
+        return {}
+    h = np.asarray(sc["hallucination"], float)
+    C = np.asarray(sc["components"], float).reshape(len(h), -1)
+    conf = {f"component: {c}": C[:, k] for k, c in enumerate(res.get("components_used", []))}
+    curves = sc.get("curves", {})
+    conf.update({f"baseline: {k}": curves[k] for k in res.get("baselines", {}) if k in curves})
+    conf.update({f"ensemble ({k}, CV)": curves[f"ensemble ({k})"] for k in res.get("ensemble", {})
+                 if f"ensemble ({k})" in curves})
+    return {name: prr(1 - np.asarray(c, float), h) for name, c in conf.items()}
+
+
 def markdown_table(res: dict) -> str:
-    """AUROC, precision, recall, F1 and the number of answers with a value (n) per row; '-' where undefined (e.g.
-    AUROC when the answers a judge gave a verdict on are all of one class)."""
-    lines = ["| row | n | AUROC | precision | recall | F1 |", "|---|---|---|---|---|---|"]
+    """AUROC, PRR, precision, recall, F1 and the number of answers with a value (n) per row; '-' where undefined
+    (e.g. AUROC when the answers a judge gave a verdict on are all of one class)."""
+    prrs = prr_rows(res)
+    lines = ["| row | n | AUROC | PRR | precision | recall | F1 |", "|---|---|---|---|---|---|---|"]
     for name, v in figure_rows(res):
-        lines.append(f"| {name} | {v.get('n', res.get('n'))} | "
-                     + " | ".join(fmt3(v[k]) for k in ("auroc", "precision", "recall", "f1")) + " |")
+        lines.append(f"| {name} | {v.get('n', res.get('n'))} | {fmt3(v['auroc'])} | {fmt3(prrs.get(name))} | "
+                     + " | ".join(fmt3(v[k]) for k in ("precision", "recall", "f1")) + " |")
     return "\n".join(lines)
 
 

@@ -117,3 +117,55 @@ def calibration(p: np.ndarray, y: np.ndarray, bins: int = 10) -> dict:
             points.append({"bin": b, "mean_p": conf, "positive_rate": freq, "n": int(m.sum())})
     return {"n": int(len(p)), "brier": float(np.mean((p - y) ** 2)) if len(p) else float("nan"),
             "ece": float(ece), "bins": bins, "reliability": points}
+
+
+# ---------------------------------------------------------------------------------- selective prediction (issue 17)
+def _tie_averaged(uncertainty: np.ndarray, error: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The errors in order of increasing uncertainty, each replaced by the mean error of its group of tied
+    uncertainties: the expected order when ties are broken at random (so a score with few distinct values, such as
+    a count of semantic sets, is neither flattered nor penalized by the order of the file)."""
+    u, e = np.asarray(uncertainty, float), np.asarray(error, float)
+    ok = ~(np.isnan(u) | np.isnan(e))
+    u, e = u[ok], e[ok]
+    order = np.argsort(u, kind="stable")
+    u, e = u[order], e[order]
+    _, start, counts = np.unique(u, return_index=True, return_counts=True)
+    group_mean = np.add.reduceat(e, start) / counts if len(u) else e
+    return u, np.repeat(group_mean, counts)
+
+
+def risk_coverage(uncertainty, error) -> tuple[np.ndarray, np.ndarray]:
+    """The risk-coverage curve of selective prediction (El-Yaniv & Wiener 2010; Geifman & El-Yaniv 2017): keep the
+    k answers of lowest ``uncertainty`` (higher = more likely wrong, e.g. a hallucination score), k = 1..n; coverage
+    = k / n and risk = mean ``error`` of those kept (error: 1 = hallucinated / wrong, 0 = right, or any loss). Ties
+    in uncertainty are averaged (:func:`_tie_averaged`). Rows with a NaN are left out."""
+    _, e = _tie_averaged(uncertainty, error)
+    k = np.arange(1, len(e) + 1)
+    return k / max(len(e), 1), np.cumsum(e) / k
+
+
+def aurc(uncertainty, error) -> float:
+    """Area under the risk-coverage curve, (1/n) sum_k risk(k/n) (the discrete area LM-Polygraph's rejection curves
+    use); lower is better. A random order gives the mean error; the best order (by the error itself) the least."""
+    _, risk = risk_coverage(uncertainty, error)
+    return float(risk.mean()) if len(risk) else float("nan")
+
+
+def prr(uncertainty, error) -> float:
+    """Prediction-rejection ratio (Malinin et al. 2017; LM-Polygraph's headline metric, Fadeeva et al. 2023):
+
+        PRR = (AURC_random - AURC_unc) / (AURC_random - AURC_oracle)
+
+    over the rejection (risk-coverage) curve of ``error`` when answers are rejected by decreasing ``uncertainty``.
+    AURC_random is the mean error (the expected curve of a random order), AURC_oracle the area when the uncertainty
+    is the error itself. 1 = the oracle's order, 0 = no better than random, negative = worse than random (-1 for the
+    reversed oracle on a balanced binary error). NaN when every error is equal (nothing to rank)."""
+    u, e = np.asarray(uncertainty, float), np.asarray(error, float)
+    ok = ~(np.isnan(u) | np.isnan(e))
+    u, e = u[ok], e[ok]
+    if len(e) == 0:
+        return float("nan")
+    random, oracle = float(e.mean()), aurc(e, e)
+    if np.isclose(random, oracle):
+        return float("nan")
+    return float((random - aurc(u, e)) / (random - oracle))
