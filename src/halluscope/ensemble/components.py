@@ -16,6 +16,11 @@ confidence in [0, 1] (higher = more likely correct; the hallucination score is 1
 - ``selfcheck_nli``: the SelfCheck sentence scores aggregated to the response: 1 - mean over the answer's sentences
   of SelfCheck-NLI (mean over candidates of P(contradict | candidate, sentence), neutral left out). For a one-sentence
   answer its NLI pairs are the backward pairs of ``non_contradiction``, so they are computed once.
+- graph and spectral scores over the NLI similarity of the m = N + 1 answers, ``num_sets``, ``eigv``, ``degree``,
+  ``eccentricity`` (Lin, Trivedi & Sun 2023; :mod:`halluscope.scorers.graph`) and ``kle`` (Kernel Language
+  Entropy, Nikitin et al. 2024; :mod:`halluscope.scorers.kle`): confidence = 1 - the method's score. They read the
+  full matrix of entailment probabilities, every ordered pair of different answers, batched with the pairs of the
+  components above in one pass; ``num_sets`` counts the clusters of ``semantic_negentropy``.
 - judges (any name given in ``judges``, e.g. ``self_judge``, ``external_judge``): the verdict of an
   :class:`~halluscope.ensemble.judges.LLMJudge` on (question, answer) (Eq. 14); missing when unparseable.
 
@@ -33,7 +38,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-COMPONENTS = ("exact_match", "non_contradiction", "semantic_negentropy", "bertscore", "cosine", "selfcheck_nli")
+from ..scorers.graph import GRAPH_METHODS
+
+# the NLI graph scores: their pure functions and method declarations live in scorers/graph.py and scorers/kle.py
+GRAPH_COMPONENTS = (*GRAPH_METHODS, "kle")
+COMPONENTS = ("exact_match", "non_contradiction", "semantic_negentropy", "bertscore", "cosine", "selfcheck_nli",
+              *GRAPH_COMPONENTS)
 # the defaults: the paper's model-free components (judges need an LLM and are added by name when one is given)
 DEFAULT_COMPONENTS = ("exact_match", "non_contradiction", "semantic_negentropy", "bertscore", "cosine")
 
@@ -139,7 +149,7 @@ class ComponentScorer:
             for o, it, v in zip(out, items, verdicts):
                 o[name] = v.confidence
                 it.meta.setdefault("judges", {})[name] = v.replies
-        if {"non_contradiction", "semantic_negentropy", "selfcheck_nli"} & set(self.components):
+        if {"non_contradiction", "semantic_negentropy", "selfcheck_nli", *GRAPH_COMPONENTS} & set(self.components):
             self._nli_components(items, out)
         if {"bertscore", "cosine"} & set(self.components):
             self._embedding_components(items, out)
@@ -148,22 +158,21 @@ class ComponentScorer:
         return out
 
     def _nli_components(self, items: list[ResponseItem], out: list[dict]) -> None:
-        from ..scorers.nli import contradiction_share, evidence_premises
+        from ..scorers.graph import text_pairs
+        from ..scorers.nli import contradiction_share
 
         nli = self._nli_model()
-        sc_pairs = []
-        if "selfcheck_nli" in self.components:
-            prem = evidence_premises(self._encoder(), [tuple(self._sentences(it)) for it in items],
-                                     [tuple(it.samples) for it in items], self.nli_evidence)
-            sc_pairs = [[(e, s) for s, row in zip(self._sentences(it), pr) for e in row]
-                        for it, pr in zip(items, prem)]
+        sc_pairs = self._selfcheck_pairs(items) if "selfcheck_nli" in self.components else []
+        graph = [c for c in GRAPH_COMPONENTS if c in self.components]
         pairs = []
         for k, it in enumerate(items):
             texts = self._texts(it)
             y, cands = texts[0], texts[1:]
-            # both components compare y with each candidate in both directions (the clustering compares with
-            # y first, as y opens the first cluster); identical texts need no model
-            if {"non_contradiction", "semantic_negentropy"} & set(self.components):
+            if graph:  # the similarity matrix: every ordered pair of different answers (it holds the pairs below)
+                pairs += text_pairs(texts)
+            elif {"non_contradiction", "semantic_negentropy"} & set(self.components):
+                # both compare y with each candidate in both directions (the clustering compares with y first, as
+                # y opens the first cluster); identical texts need no model
                 pairs += [(y, c) for c in dict.fromkeys(cands) if c != y]
                 pairs += [(c, y) for c in dict.fromkeys(cands) if c != y]
             pairs += sc_pairs[k] if sc_pairs else []
@@ -182,6 +191,28 @@ class ComponentScorer:
             if sc_pairs:
                 p = nli.probs(sc_pairs[k]).reshape(len(self._sentences(it)), len(it.samples), 3)
                 o["selfcheck_nli"] = float(1 - contradiction_share(p).mean(axis=1).mean())
+            if graph:
+                o.update(self._graph_components(texts, graph))
+
+    def _selfcheck_pairs(self, items: list[ResponseItem]) -> list[list[tuple[str, str]]]:
+        """selfcheck_nli's (evidence, sentence) pairs per item."""
+        from ..scorers.nli import evidence_premises
+
+        prem = evidence_premises(self._encoder(), [tuple(self._sentences(it)) for it in items],
+                                 [tuple(it.samples) for it in items], self.nli_evidence)
+        return [[(e, s) for s, row in zip(self._sentences(it), pr) for e in row] for it, pr in zip(items, prem)]
+
+    def _graph_components(self, texts: list[str], names: list[str]) -> dict[str, float]:
+        """Confidences (1 - score) of the graph scores and KLE from the cached entailment matrix of the answers."""
+        from ..scorers.graph import entailment_matrix, graph_scores, symmetric_similarity
+        from ..scorers.kle import kle, kle_weights
+
+        A = entailment_matrix(self.nli, texts)
+        sets = len(set(self._clusters(texts))) if "num_sets" in names else None
+        scores = graph_scores(symmetric_similarity(A), names, sets)
+        if "kle" in names:
+            scores["kle"] = kle(kle_weights(A))
+        return {n: 1.0 - v for n, v in scores.items()}
 
     def _embedding_components(self, items: list[ResponseItem], out: list[dict]) -> None:
         from ..scorers.bertscore import bertscore_f1
@@ -225,19 +256,22 @@ class ComponentScorer:
             texts = [f"{it.question} {t}" for t in texts]
         return texts
 
-    def _negentropy(self, texts: list[str], m: int) -> float:
+    def _clusters(self, texts: list[str]) -> list[int]:
+        """The mutual-entailment cluster of each text (:func:`~halluscope.scorers.graph.semantic_sets`: each text
+        joins the first cluster whose representative it entails both ways), reading the NLI cache pair by pair."""
+        from ..scorers.graph import semantic_sets
+
         nli = self.nli
-        reps: list[str] = []
-        sizes: list[int] = []
-        for t in texts:
-            for k, r in enumerate(reps):
-                if t == r or self._entails_both(nli.probs([(t, r)])[0], nli.probs([(r, t)])[0]):
-                    sizes[k] += 1
-                    break
-            else:
-                reps.append(t)
-                sizes.append(1)
-        p = np.array(sizes, float) / sum(sizes)
+
+        def same(i: int, r: int) -> bool:
+            t, u = texts[i], texts[r]
+            return t == u or self._entails_both(nli.probs([(t, u)])[0], nli.probs([(u, t)])[0])
+
+        return semantic_sets(len(texts), same)
+
+    def _negentropy(self, texts: list[str], m: int) -> float:
+        sizes = np.bincount(self._clusters(texts))
+        p = sizes.astype(float) / sizes.sum()
         se = float(-(p * np.log(p)).sum())
         return float(np.clip(1 - se / math.log(m), 0, 1)) if m > 1 else float(se == 0)
 
@@ -245,7 +279,8 @@ class ComponentScorer:
 # ---------------------------------------------------------------------------------------------- engine methods
 # The components as methods of the engine (level "response"): reported as hallucination scores, 1 - confidence.
 ENGINE_NAMES = {"exact_match": "exact_match", "non_contradiction": "non_contradiction",
-                "semantic_negentropy": "semantic_negentropy", "bertscore_response": "bertscore", "cosine": "cosine"}
+                "semantic_negentropy": "semantic_negentropy", "bertscore_response": "bertscore", "cosine": "cosine",
+                **{n: n for n in GRAPH_COMPONENTS}}
 
 
 class ResponseMethods:
@@ -253,7 +288,7 @@ class ResponseMethods:
 
     def __init__(self, names: list[str], art):
         comps = [ENGINE_NAMES[n] for n in names]
-        need_nli = {"non_contradiction", "semantic_negentropy"} & set(comps)
+        need_nli = {"non_contradiction", "semantic_negentropy", *GRAPH_COMPONENTS} & set(comps)
         need_enc = {"bertscore", "cosine"} & set(comps)
         self.names = list(names)
         self.scorer = ComponentScorer(encoder=art.encoder() if need_enc else None,
