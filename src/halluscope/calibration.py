@@ -156,3 +156,69 @@ def report(results: Results, wrong: dict[str, bool] | None = None, bins: int = 1
         out["answers"] = calib(np.array([it.passage_scores[NAME] for it in got]),
                                np.array([wrong[it.id] for it in got]), bins)
     return out
+
+
+def _cv_platt(z: np.ndarray, y: np.ndarray, folds: int) -> np.ndarray:
+    """Out-of-fold probabilities of a Platt scaling of ``z`` (stratified K-fold, seed 0)."""
+    from sklearn.model_selection import StratifiedKFold
+
+    out = np.empty(len(z))
+    k = max(2, min(folds, int(min(y.sum(), len(y) - y.sum()))))
+    for tr, te in StratifiedKFold(k, shuffle=True, random_state=0).split(z.reshape(-1, 1), y):
+        out[te] = Platt().fit(z[tr], y[tr]).predict_proba(z[te])
+    return out
+
+
+def _before_after(before: np.ndarray, z: np.ndarray, y: np.ndarray, folds: int) -> dict:
+    from sklearn.metrics import roc_auc_score
+
+    from .evaluation.metrics import calibration as calib
+
+    after = _cv_platt(z, y, folds)
+    row = {}
+    for name, p in (("before", before), ("after_cv", after)):
+        c = calib(p, y)
+        row[name] = {"n": c["n"], "ece": c["ece"], "brier": c["brier"], "auroc": float(roc_auc_score(y, p))}
+    return row
+
+
+def refit_from_reviews(db: str | None = None, base: str | Path | None = None, folds: int = 5,
+                       min_reviews: int = 20) -> tuple[dict, dict]:
+    """Refit the Platt scalings of the default probability from the service's reviews (``calibrate --from-db``).
+
+    The z statistics stay those of ``base`` (default: the packaged calibration); the sentence Platt is refitted on the
+    reviewed sentences (label: the latest review; inaccurate = hallucinated), the answer Platt on the answers reviewed
+    as a whole, each only with at least ``min_reviews`` reviews of both kinds. Returns the new calibration content
+    and a report: per level, ECE, Brier and AUROC before (the base calibration as it is) and after (out-of-fold
+    predictions of a K-fold cross-validation of the refit), so the gain is measured on reviews it was not fitted on.
+    """
+    from .serve.db import make_engine
+    from .serve.store import reviewed_items
+
+    base_path = base or packaged_path()
+    content = json.loads(Path(base_path).read_text())
+    cal = from_dict(content["probability"])
+    sentences, answers = reviewed_items(make_engine(db))
+    report: dict = {"sentences_reviewed": 0, "answers_reviewed": len(answers)}
+    z, y = [], []
+    for it, labels in sentences:
+        zs = cal.base.transform(np.column_stack([it.sentence_scores[m] for m in cal.components]))
+        z += [zs[i] for i, lab in enumerate(labels) if lab is not None]
+        y += [lab for lab in labels if lab is not None]
+    z, y = np.asarray(z, float), np.asarray(y, int)
+    report["sentences_reviewed"] = len(y)
+    if len(y) >= min_reviews and 0 < y.sum() < len(y):
+        report["sentence"] = _before_after(cal.sentence.predict_proba(z), z, y, folds)
+        cal.sentence = Platt(fitted_on=f"{len(y)} reviewed sentences (halluscope serve)").fit(z, y)
+    za = np.array([cal.base.transform(np.column_stack([it.sentence_scores[m] for m in cal.components])).mean()
+                   for it, _ in answers])
+    ya = np.array([int(w) for _, w in answers])
+    if len(ya) >= min_reviews and 0 < ya.sum() < len(ya):
+        report["answer"] = _before_after(cal.response.predict_proba(za), za, ya, folds)
+        cal.response = Platt(fitted_on=f"{len(ya)} reviewed answers (halluscope serve)").fit(za, ya)
+    if "sentence" not in report and "answer" not in report:
+        raise ValueError(f"too few reviews to refit: {len(y)} sentences and {len(ya)} answers reviewed; at least "
+                         f"{min_reviews} of one level, with both labels, are needed")
+    cal.fitted_on = f"{cal.fitted_on}; refitted from reviews"
+    content["probability"] = cal.to_dict()
+    return content, report

@@ -248,12 +248,27 @@ def calibrate_cmd(
                                           "the default methods; default: score them now."),
     out: Path = typer.Option(..., "--out", "-o", help="The calibration file to write (the packaged one is "
                              "src/halluscope/data/calibration.json in a checkout)."),
+    from_db: Optional[str] = typer.Option(None, "--from-db", help="Refit from the reviews in a `halluscope serve` "
+                                          "database (a SQLite path or URL) instead; reports before/after by CV."),
+    base: Optional[Path] = typer.Option(None, "--base", help="With --from-db: the calibration refitted (default: "
+                                        "the packaged one)."),
 ):
     """Fit the default probability: z statistics and sentence Platt scaling on WikiBio passages 0-118, answer Platt
-    scaling on SAC3 NQ-Open's graded answers."""
+    scaling on SAC3 NQ-Open's graded answers; or, with --from-db, refit the Platt scalings from reviewers' marks
+    (a server started with --calibration on the same file picks the new fit up while serving)."""
     from .. import calibration
 
-    content = calibration.calibrate(data, wikibio, graded, progress=True)
+    if from_db:
+        content, rep = calibration.refit_from_reviews(from_db, base)
+        for level in ("sentence", "answer"):
+            if level in rep:
+                b, a = rep[level]["before"], rep[level]["after_cv"]
+                console.print(f"{level}s ({b['n']} reviewed): ECE {b['ece']:.3f} -> {a['ece']:.3f}, Brier "
+                              f"{b['brier']:.3f} -> {a['brier']:.3f}, AUROC {b['auroc']:.3f} -> {a['auroc']:.3f} "
+                              "(after: 5-fold cross-validation)")
+        print(json.dumps(rep))
+    else:
+        content = calibration.calibrate(data, wikibio, graded, progress=True)
     calibration.save(content, out)
     p = content["probability"]
     console.print(f"sentences: p = sigmoid({p['sentence']['a']:.3f} z {p['sentence']['b']:+.3f}); answers: p = "

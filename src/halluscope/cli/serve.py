@@ -30,6 +30,7 @@ def serve(
     rate_limit: float = typer.Option(600, "--rate-limit", help="Requests a minute per key (0: no limit)."),
     max_body_mb: float = typer.Option(10, "--max-body-mb", help="Largest request body."),
     max_batch: int = typer.Option(16, "--max-batch", help="Checks scored together in one model pass."),
+    job_chunk: int = typer.Option(16, "--job-chunk", help="Job records scored (and committed) together."),
     samples: int = typer.Option(10, "--samples", "-n", help="Samples drawn for prompt-only checks."),
     model: Optional[str] = ModelOpt,
     base_url: Optional[str] = BaseUrlOpt,
@@ -48,7 +49,7 @@ def serve(
     sampler = _sampler(model, base_url, backend, chat, api_key_env, cache) if (llm or model or base_url) else None
     cfg = ServeConfig(db=db, methods=methods, calibration=str(calibration) if calibration else None,
                       auth=not no_auth, rate_limit=rate_limit, max_body_mb=max_body_mb, max_batch=max_batch,
-                      samples=samples, llm=sampler)
+                      job_chunk=job_chunk, samples=samples, llm=sampler)
     run(cfg, host=host, port=port)
 
 

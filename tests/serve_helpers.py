@@ -1,0 +1,123 @@
+"""Real servers for the service tests: ``halluscope serve`` as a subprocess on loopback, and a throwaway PostgreSQL
+15 cluster (initdb / pg_ctl in a temporary directory, run as the ``postgres`` user when the tests run as root)."""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """``halluscope serve`` on 127.0.0.1 with the given options; ``admin_key`` is read from its first-start line."""
+
+    def __init__(self, db: str, *args: str, port: int | None = None):
+        self.db, self.args, self.port = db, list(args), port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log: list[str] = []
+        self.admin_key: str | None = None
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 180) -> "Server":
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+        self.proc = subprocess.Popen([sys.executable, "-m", "halluscope", "serve", "--db", self.db, "--port",
+                                      str(self.port), *self.args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True, env=env)
+        threading.Thread(target=self._read, daemon=True).start()
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            if self.proc.poll() is not None:
+                raise RuntimeError("the server exited:\n" + "\n".join(self.log))
+            try:
+                if httpx.get(self.url + "/healthz", timeout=2).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.3)
+        raise TimeoutError("the server did not start:\n" + "\n".join(self.log))
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.log.append(line.rstrip("\n"))
+            m = re.search(r"admin API key \(shown once, keep it\): (hs_\S+)", line)
+            if m:
+                self.admin_key = m.group(1)
+
+    def kill9(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(30)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill9()
+
+    def client(self, key: str | None = None, **kw):
+        from halluscope.client import Client
+
+        return Client(self.url, key=key if key is not None else self.admin_key, **kw)
+
+
+def _pg_bin() -> Path:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    if not found:
+        raise RuntimeError("PostgreSQL is not installed (Debian: apt-get install postgresql)")
+    return Path(found[-1]).parent
+
+
+class Postgres:
+    """A throwaway cluster on 127.0.0.1; ``url`` is its database URL."""
+
+    def __init__(self):
+        self.bin = _pg_bin()
+        self.dir = Path(tempfile.mkdtemp(prefix="hs-pg-"))
+        self.port = free_port()
+        self.url = f"postgresql://hs@127.0.0.1:{self.port}/postgres"
+        self.as_postgres = os.geteuid() == 0  # PostgreSQL refuses to run as root
+
+    def _run(self, *cmd: str) -> None:
+        full = ["runuser", "-u", "postgres", "--", *cmd] if self.as_postgres else list(cmd)
+        subprocess.run(full, check=True, capture_output=True, text=True)
+
+    def start(self) -> "Postgres":
+        if self.as_postgres:
+            shutil.chown(self.dir, "postgres", "postgres")
+        data = str(self.dir / "data")
+        self._run(str(self.bin / "initdb"), "-D", data, "-A", "trust", "-U", "hs")
+        self._run(str(self.bin / "pg_ctl"), "-D", data, "-o", f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1",
+                  "-l", str(self.dir / "log"), "-w", "start")
+        return self
+
+    def stop(self) -> None:
+        try:
+            self._run(str(self.bin / "pg_ctl"), "-D", str(self.dir / "data"), "-m", "immediate", "-w", "stop")
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def create_db(self, name: str) -> str:
+        """A fresh database in the cluster; returns its URL."""
+        import psycopg
+
+        with psycopg.connect(f"host=127.0.0.1 port={self.port} user=hs dbname=postgres", autocommit=True) as c:
+            c.execute(f'CREATE DATABASE "{name}"')
+        return f"postgresql://hs@127.0.0.1:{self.port}/{name}"

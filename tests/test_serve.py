@@ -1,0 +1,229 @@
+"""halluscope serve against real servers on loopback (a subprocess each), on SQLite and on a throwaway PostgreSQL
+15 cluster: every endpoint, keys and scopes, bad and oversized input, rate limits, a job that survives kill -9, the
+clients, the submit command, and the calibration refit from reviews."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import uuid
+
+import httpx
+import pytest
+
+from serve_helpers import Postgres, Server
+
+SHORT = [  # one contradicted answer and one supported answer, with 6 samples each
+    {"id": "wrong", "prompt": "What is the capital of Australia?", "response": "Sydney is the capital of Australia.",
+     "samples": ["Canberra is the capital of Australia."] * 3 + ["The capital of Australia is Canberra."] * 3},
+    {"id": "right", "prompt": "What is the capital of Australia?", "response": "Canberra is the capital of Australia.",
+     "samples": ["Canberra is the capital of Australia."] * 3 + ["The capital of Australia is Canberra."] * 3},
+]
+
+
+@pytest.fixture(scope="module")
+def pg():
+    p = Postgres().start()
+    yield p
+    p.stop()
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def db(request, tmp_path_factory):
+    if request.param == "sqlite":
+        return str(tmp_path_factory.mktemp("serve") / "serve.db")
+    return request.getfixturevalue("pg").create_db("t" + uuid.uuid4().hex[:8])
+
+
+@pytest.fixture(scope="module")
+def server(db):
+    s = Server(db).start()
+    yield s
+    s.stop()
+
+
+def _wiki(wikibio, n: int, samples: int = 4, start: int = 0) -> list[dict]:
+    return [{"id": r.id, "prompt": r.prompt, "response": r.response, "sentences": r.sentences,
+             "samples": r.samples[:samples]} for r in wikibio[start:start + n]]
+
+
+def test_first_start_shows_an_admin_key_once(server):
+    assert server.admin_key and server.admin_key.startswith("hs_")
+    assert sum(server.admin_key in line for line in server.log) == 1
+
+
+def test_keys_and_scopes(server):
+    url = server.url
+    assert httpx.get(url + "/v1/results").status_code == 401
+    assert httpx.get(url + "/v1/results", headers={"Authorization": "Bearer hs_wrong"}).status_code == 401
+    with server.client() as admin:
+        reviewer = admin.request("POST", "/v1/keys", json={"name": "rev", "scopes": ["review"]})["key"]
+        submitter = admin.request("POST", "/v1/keys", json={"name": "sub", "scopes": ["submit"]})["key"]
+        listed = admin.request("GET", "/v1/keys")
+    assert {k["name"] for k in listed} >= {"rev", "sub"} and all("key" not in k for k in listed)
+    h = lambda k: {"Authorization": f"Bearer {k}"}  # noqa: E731
+    assert httpx.post(url + "/v1/check", json=SHORT[0], headers=h(reviewer)).status_code == 403
+    assert httpx.post(url + "/v1/keys", json={"name": "x"}, headers=h(submitter)).status_code == 403
+    assert httpx.get(url + "/metrics", headers=h(submitter)).status_code == 403
+    assert httpx.get(url + "/v1/results", headers={"X-API-Key": reviewer}).status_code == 200
+    kid = next(k["id"] for k in listed if k["name"] == "sub")
+    with server.client() as admin:
+        admin.request("DELETE", f"/v1/keys/{kid}")
+    assert httpx.get(url + "/v1/results", headers=h(submitter)).status_code == 401
+    assert not any(k in line for line in server.log for k in (reviewer, submitter))  # keys never logged
+
+
+def test_check_stores_probability_flags_evidence(server):
+    with server.client() as c:
+        wrong = c.check(**SHORT[0], tags={"model": "m1", "app": "quiz"})
+        right = c.check(**SHORT[1], tags={"model": "m2"})
+        got = c.result(wrong["id"])
+        flagged = c.results(flagged=True, tags={"app": "quiz"})
+        stats = c.stats(group="model", bucket="minute")
+    res = wrong["result"]
+    assert res["sentences"] == ["Sydney is the capital of Australia."]
+    assert set(res["sentence_scores"]) >= {"ngram1_max_rel", "bertscore", "nli_support", "entity", "probability"}
+    assert 0 <= wrong["probability"] <= 1 and wrong["probability"] > right["probability"]
+    assert res["flags"]["sentences"] == [p >= 0.5 for p in res["sentence_scores"]["probability"]]
+    assert wrong["flagged"] is (wrong["probability"] >= 0.5)
+    assert res["evidence"]["entity"][0]["entity"] == "Sydney"
+    assert got["result"] == res and got["tags"] == {"model": "m1", "app": "quiz"}
+    ids = [r["id"] for r in flagged["items"]]
+    assert (wrong["id"] in ids) is wrong["flagged"] and right["id"] not in ids
+    assert {"m1", "m2"} <= set(stats["series"]) and sum(stats["histogram"]["counts"]) == stats["n"]
+
+
+def test_bad_input_names_record_and_field(server):
+    with server.client() as c:
+        before = c.results()["total"]
+    h = {"Authorization": f"Bearer {server.admin_key}"}
+    r = httpx.post(server.url + "/v1/check", json={"response": "x", "samples": None}, headers=h)
+    assert r.status_code == 422 and r.json()["detail"][0]["field"] == "samples"
+    r = httpx.post(server.url + "/v1/check", content=b"{not json", headers=h)
+    assert r.status_code == 422 and r.json()["detail"][0]["field"] == "body"
+    bad_job = [SHORT[1], {"id": "e1", "response": "", "samples": ["a"]}, {"id": "e2", "response": "ok", "samples": []},
+               None]
+    r = httpx.post(server.url + "/v1/jobs", json=bad_job, headers=h)
+    assert r.status_code == 422
+    named = {(d["record"], d["field"]) for d in r.json()["detail"]}
+    assert ("e1", "response") in named and ("e2", "samples") in named and ("3", "<record>") in named
+    r = httpx.post(server.url + "/v1/results/nope/reviews", json={"sentence": 0, "label": "accurate"}, headers=h)
+    assert r.status_code == 404
+    big = {"response": "word " * 10, "samples": ["x" * (11 * 1024 * 1024)]}  # over the 10 MB default
+    assert httpx.post(server.url + "/v1/check", json=big, headers=h).status_code == 413
+    with server.client() as c:
+        assert c.results()["total"] == before  # nothing of a refused request was stored
+
+
+def test_jobs_progress_results_and_reviews(server, wikibio):
+    recs = _wiki(wikibio, 3)
+    with server.client() as c:
+        job = c.submit(recs, tags={"model": "gpt3"})
+        assert job["total"] == 3
+        done = c.wait(job["id"], poll=0.5, timeout=300)
+        rows = list(c.job_results(job["id"], page=2))
+        assert done["done"] == 3 and done["errors"] == []
+        assert [r["record_id"] for r in rows] == [r["id"] for r in recs]
+        assert all(r["tags"] == {"model": "gpt3"} for r in rows)
+        uid = rows[0]["id"]
+        c.review(uid, 0, "inaccurate")
+        c.review(uid, None, "accurate")
+        with pytest.raises(Exception) as e:
+            c.review(uid, 99, "accurate")
+        assert "sentence" in str(e.value)
+        got = c.result(uid)
+        unreviewed = c.results(reviewed=False, tags={"model": "gpt3"})
+    assert [(v["sentence"], v["label"]) for v in got["reviews"]] == [(0, "inaccurate"), (None, "accurate")]
+    assert all(v["reviewer"] == "admin (first start)" for v in got["reviews"])
+    assert uid not in [r["id"] for r in unreviewed["items"]] and unreviewed["total"] == 2
+
+
+def test_metrics_and_docs(server):
+    h = {"Authorization": f"Bearer {server.admin_key}"}
+    m = httpx.get(server.url + "/metrics", headers=h)
+    assert m.status_code == 200 and "halluscope_answers_scored_total" in m.text
+    assert "halluscope_batch_size_bucket" in m.text
+    docs = httpx.get(server.url + "/openapi.json").json()
+    assert {"/v1/check", "/v1/jobs", "/v1/results", "/v1/stats"} <= set(docs["paths"])
+
+
+def _wait_done(c, jid: str, want_min: int, timeout: float = 300) -> dict:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        j = c.job(jid)
+        if j["done"] >= want_min:
+            return j
+        time.sleep(0.2)
+    raise TimeoutError(j)
+
+
+def test_job_survives_kill9(db, wikibio, tmp_path, request):
+    """kill -9 mid-job, restart on the same database: every record scored once, none lost."""
+    fresh = "k" + uuid.uuid4().hex[:8]
+    db2 = request.getfixturevalue("pg").create_db(fresh) if "postgresql" in db else str(tmp_path / "k.db")
+    recs = _wiki(wikibio, 8, samples=3, start=10)
+    s = Server(db2, "--job-chunk", "2").start()
+    key = s.admin_key
+    try:
+        with s.client(key) as c:
+            jid = c.submit(recs)["id"]
+            j = _wait_done(c, jid, 2)
+        assert j["done"] < 8, "the job finished before the kill: make it longer"
+        s.kill9()
+    finally:
+        s.stop()
+    s2 = Server(db2, "--job-chunk", "2").start()
+    try:
+        with s2.client(key) as c:
+            final = c.wait(jid, poll=0.5, timeout=300)
+            rows = list(c.job_results(jid))
+    finally:
+        s2.stop()
+    assert final["done"] == 8 and final["status"] == "done"
+    assert sorted(r["job_index"] for r in rows) == list(range(8))  # nothing lost, nothing twice
+    assert [r["record_id"] for r in rows] == [r["id"] for r in recs]
+
+
+def test_rate_limit_and_client_retry(tmp_path):
+    s = Server(str(tmp_path / "r.db"), "--rate-limit", "30").start()  # 30 a minute: a burst of 30, then 1 each 2 s
+    try:
+        h = {"Authorization": f"Bearer {s.admin_key}"}
+        codes = [httpx.get(s.url + "/v1/results", headers=h) for _ in range(32)]
+        limited = [r for r in codes if r.status_code == 429]
+        assert limited and int(limited[0].headers["Retry-After"]) >= 1
+        with s.client(retries=4) as c:  # the client waits for Retry-After and gets through
+            assert c.results()["total"] == 0
+    finally:
+        s.stop()
+
+
+def test_no_auth_only_on_loopback(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "halluscope", "serve", "--no-auth", "--host", "0.0.0.0", "--db",
+                        str(tmp_path / "x.db")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "loopback" in r.stderr
+
+
+def test_submit_command_and_async_client(server, wikibio, tmp_path):
+    import asyncio
+
+    from halluscope.client import AsyncClient
+
+    f = tmp_path / "in.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in _wiki(wikibio, 2, start=20)))
+    out = tmp_path / "out.jsonl"
+    env = {"HALLUSCOPE_API_KEY": server.admin_key, "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
+    r = subprocess.run([sys.executable, "-m", "halluscope", "submit", str(f), "--server", server.url, "--tag",
+                        "app:batch", "-o", str(out)], capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(rows) == 2 and all(x["tags"] == {"app": "batch"} for x in rows)
+
+    async def go():
+        async with AsyncClient(server.url, key=server.admin_key) as c:
+            return await asyncio.gather(*(c.check(**SHORT[k % 2]) for k in range(4)))
+
+    got = asyncio.run(go())
+    assert [g["record_id"] for g in got] == ["wrong", "right", "wrong", "right"]
+    assert abs(got[0]["probability"] - got[2]["probability"]) < 1e-6  # the same answer scores the same in any batch
