@@ -227,3 +227,67 @@ def test_submit_command_and_async_client(server, wikibio, tmp_path):
     got = asyncio.run(go())
     assert [g["record_id"] for g in got] == ["wrong", "right", "wrong", "right"]
     assert abs(got[0]["probability"] - got[2]["probability"]) < 1e-6  # the same answer scores the same in any batch
+
+
+def test_calibrate_from_db_and_live_reload(tmp_path, wikibio):
+    """Reviews -> `halluscope calibrate --from-db` (before/after by CV) -> the running server picks the new
+    calibration up, with no request lost while it reloads."""
+    import asyncio
+    import shutil
+
+    from halluscope import calibration
+    from halluscope.client import AsyncClient
+
+    cal = tmp_path / "cal.json"
+    shutil.copy(calibration.packaged_path(), cal)
+    dbf = str(tmp_path / "c.db")
+    s = Server(dbf, "--calibration", str(cal)).start()
+    try:
+        recs = _wiki(wikibio, 8, samples=3, start=30)
+        labels = {r.id: r.labels for r in wikibio[30:38]}
+        with s.client() as c:
+            jid = c.submit(recs)["id"]
+            c.wait(jid, poll=0.5, timeout=300)
+            rows = list(c.job_results(jid))
+            for row in rows:
+                for i, lab in enumerate(labels[row["record_id"]]):
+                    c.review(row["id"], i, "inaccurate" if lab > 0.499 else "accurate")
+            before = c.check(**SHORT[0])
+        r = subprocess.run([sys.executable, "-m", "halluscope", "calibrate", "--from-db", dbf, "-o", str(cal),
+                            "--base", str(cal)], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        rep = json.loads(next(x for x in r.stdout.splitlines() if x.startswith("{")))
+        assert rep["sentences_reviewed"] == sum(len(v) for v in labels.values())
+        assert {"ece", "brier", "auroc"} <= set(rep["sentence"]["after_cv"])
+        assert "refitted from reviews" in json.loads(cal.read_text())["probability"]["fitted_on"]
+
+        async def burst():
+            async with AsyncClient(s.url, key=s.admin_key) as ac:
+                return await asyncio.gather(*(ac.check(**SHORT[0]) for _ in range(6)))
+
+        time.sleep(1.5)  # the loop sees the new file's mtime and rebuilds between batches
+        after = asyncio.run(burst())
+    finally:
+        s.stop()
+    new = calibration.load(cal)
+    x = [[before["result"]["sentence_scores"][m][0] for m in new.components]]
+    want = float(new.sentence_proba(x)[0])
+    assert all(abs(a["result"]["sentence_scores"]["probability"][0] - want) < 1e-6 for a in after)
+    assert abs(want - before["result"]["sentence_scores"]["probability"][0]) > 1e-4
+
+
+def test_prompt_only_check_draws_with_a_real_llm_server(tmp_path):
+    """A check with only a prompt: the server's LLM (the llama.cpp server on loopback, OpenAI protocol) draws the
+    response and the samples."""
+    from halluscope.llm.server import LlamaServer
+
+    with LlamaServer("gemma", n_batch=1) as llm:
+        s = Server(str(tmp_path / "p.db"), "--base-url", llm.base_url, "--model", "gemma", "--samples", "3").start()
+        try:
+            with s.client() as c:
+                got = c.check(prompt="The capital of France is", tags={"model": "gemma"})
+        finally:
+            s.stop()
+    res = got["result"]
+    assert res["prompt"] == "The capital of France is" and res["response"] and len(res["samples"]) == 3
+    assert res["num_samples"] == 3 and len(res["sentence_scores"]["probability"]) == len(res["sentences"])
