@@ -1,0 +1,94 @@
+"""The scoring actor of a Ray batch run: one :class:`~halluscope.pipeline.Detector` per actor, models loaded once.
+
+Ray Data builds the pool (``map_batches(ScoreActor, concurrency=N)``) and hands each actor batch rows made by
+:func:`halluscope.scale.shards.split_shard` (or record rows of a Ray Dataset). The actor scores them with the same
+code as one process and returns, per batch, the sentence and response tables as Parquet bytes (exact floats, the
+columns of ``Results.to_df``) plus counts and timings; the driver writes them (``scale.output.write_batch``).
+Nothing here imports Ray, so the class is importable (and testable) without it.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import socket
+import time
+from typing import Any
+
+from .shards import _digest, _plain, plan_batches, record_dict, shard_key
+
+
+def to_parquet(df) -> bytes:
+    """A DataFrame as Parquet bytes (empty bytes for no rows: nothing to write)."""
+    if df.empty:
+        return b""
+    buf = io.BytesIO()
+    df.to_parquet(buf, index=False)
+    return buf.getvalue()
+
+
+class ScoreActor:
+    """Holds one Detector for the actor's life: its models are loaded here, once, in the actor's process
+    (``halluscope.engine.store`` shares them with every later batch), and ``threads`` caps torch's CPU threads at
+    the CPUs the actor was given, so actors on one node do not oversubscribe its cores."""
+
+    def __init__(self, detector_kwargs: dict[str, Any], threads: int | None = None):
+        t0 = time.perf_counter()
+        if threads:
+            import torch
+
+            torch.set_num_threads(int(threads))
+        from ..pipeline import Detector
+
+        self.detector = Detector(**detector_kwargs)
+        self.detector.scorers()  # loads the models of the chosen methods now, not inside the first batch
+        self.load_seconds = round(time.perf_counter() - t0, 3)
+        self.name = f"{socket.gethostname()}:{os.getpid()}"
+
+    def __call__(self, batch):
+        """Ray Data entry point: a pandas batch of batch rows in, one result row per batch row out."""
+        import pandas as pd
+
+        return pd.DataFrame([self.score_row(r) for r in batch.to_dict("records")])
+
+    def score_row(self, row: dict[str, Any]) -> dict[str, Any]:
+        """Score the records of one batch row; their validation errors and the row's own travel with the result."""
+        t0 = time.perf_counter()
+        records = json.loads(row["records"])
+        errors = json.loads(row["errors"])
+        out = {"sentence": b"", "passage": b"", "n_records": 0, "n_sentences": 0, "scorer_seconds": "{}"}
+        if records:
+            res = self.detector.score(records)
+            errors += [e.to_dict() for e in res.errors]
+            out.update(sentence=to_parquet(res.to_df("sentence")), passage=to_parquet(res.to_df("passage")),
+                       n_records=len(res.items), n_sentences=sum(len(it.sentences) for it in res.items),
+                       scorer_seconds=json.dumps(self.detector.timings))
+        return {"shard": row["shard"], "batch": int(row["batch"]), "n_batches": int(row["n_batches"]),
+                "failed": bool(row["failed"]), "errors": json.dumps(errors), **out,
+                "seconds": time.perf_counter() - t0, "actor": self.name, "load_seconds": self.load_seconds}
+
+
+def dataset_rows(batch, chunk_size: int, batch_tokens: int, done: Any = None):
+    """Ray Data function over a Ray Dataset of records (one row per record, an ``id`` column): the rows not yet
+    in the output (``done``: a set of ids, or an ObjectRef of one) become token-sized batch rows, each its own
+    one-batch shard named from its ids."""
+    import pandas as pd
+
+    from ..io import records_from_objects
+
+    if done is not None and not isinstance(done, (set, frozenset)):
+        import ray
+
+        done = ray.get(done)
+    objs = [{k: _plain(v) for k, v in r.items()} for r in batch.to_dict("records")]
+    objs = [o for o in objs if not done or str(o.get("id")) not in done]
+    records, errors = records_from_objects(objs)
+    rows = []
+    for i, b in enumerate(plan_batches(records, chunk_size, batch_tokens) or ([[]] if errors else [])):
+        ids = "\n".join(r.id for r in b) or _digest(json.dumps([e.to_dict() for e in errors]))
+        rows.append({"shard": shard_key("dataset", ids), "batch": 0, "n_batches": 1, "failed": False,
+                     "records": json.dumps([record_dict(r) for r in b]),
+                     "errors": json.dumps([e.to_dict() for e in errors]) if i == 0 else "[]"})
+    cols = ["shard", "batch", "n_batches", "failed", "records", "errors"]
+    return pd.DataFrame(rows, columns=cols)

@@ -1,0 +1,287 @@
+"""Batch scoring on Ray: the same scores as one process, on as many machines as the cluster has.
+
+    from halluscope.scale import score_with_ray
+    run = score_with_ray("answers/*.jsonl", "scored/", address="auto")     # or a list of records, a Ray Dataset
+    print(run.records, run.seconds)
+
+The source is cut into shards (one per input file, or slices of a list), each shard into batches by approximate
+token count (``scale.shards``); Ray Data sends the batches to a pool of actors (``map_batches`` with an
+``ActorPoolStrategy`` of N actors), each holding one Detector whose models it loads once (``scale.actor``), on one GPU each where
+the cluster has GPUs. The driver writes each batch's Parquet parts as they arrive and records each finished shard in
+``manifest.json`` (``scale.output``), so a re-run skips them. An actor killed mid-batch is restarted by Ray and its
+batches retried (``max_restarts`` / ``max_task_retries``); the retried batch's files replace, never duplicate.
+
+Ray is an optional extra: importing this module does not import it, and calling :func:`score_with_ray` without it
+raises ImportError with the install command.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import output
+from .finish import finish_combination, needs_run_combination
+from .shards import Shard, file_shards, record_shards, split_shard
+
+RAY_MISSING = "Ray is not installed: pip install 'halluscope[ray]'"
+BATCH_TOKENS = 64_000  # ~20 WikiBio-sized records (20 samples of ~150 words): one chunk of model work or a few
+SHARD_RECORDS = 4096  # records per shard of an in-memory list
+_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HALLUSCOPE_DATA")  # passed on to the workers
+
+
+def require_ray():
+    """The ``ray`` module (with Ray Data), or ImportError saying how to install it."""
+    try:
+        import ray
+        import ray.data  # noqa: F401
+    except ImportError as e:
+        raise ImportError(RAY_MISSING) from e
+    return ray
+
+
+@dataclass
+class RayRun:
+    """What a run did: records and sentences scored now, shards scored / skipped (finished before) / failed
+    (unreadable: not recorded, tried again next time), wall seconds, and the actors' model-loading and scorer
+    seconds (summed over actors: the split of the work by method)."""
+
+    output_dir: str
+    records: int = 0
+    sentences: int = 0
+    errors: int = 0
+    batches: int = 0
+    shards: int = 0
+    shards_skipped: int = 0
+    shards_failed: list[str] = field(default_factory=list)
+    actors: int = 0
+    seconds: float = 0.0
+    batch_seconds: float = 0.0
+    load_seconds: dict[str, float] = field(default_factory=dict)
+    scorer_seconds: dict[str, float] = field(default_factory=dict)
+    combination: dict | None = None
+
+    def add(self, row: dict) -> None:
+        self.records += int(row["n_records"])
+        self.sentences += int(row["n_sentences"])
+        self.errors += len(json.loads(row["errors"]))
+        self.batches += 1
+        self.batch_seconds += float(row["seconds"])
+        self.load_seconds[row["actor"]] = float(row["load_seconds"])
+        for k, v in json.loads(row["scorer_seconds"]).items():
+            self.scorer_seconds[k] = self.scorer_seconds.get(k, 0.0) + v
+
+
+@dataclass
+class _Plan:
+    """The run's settings, resolved once on the driver."""
+
+    out: Path
+    detector_kwargs: dict[str, Any]
+    run_combination: Any  # the Detector whose combination is fitted on the whole output, or None
+    chunk_size: int
+    batch_tokens: int
+    shard_records: int
+    num_actors: int | None
+    num_gpus_per_actor: float | None
+    num_cpus_per_actor: float | None
+    max_retries: int
+
+
+def score_with_ray(source, output_dir: str | Path, methods=None, address: str | None = None,
+                   num_actors: int | None = None, num_gpus_per_actor: float | None = None,
+                   num_cpus_per_actor: float | None = None, batch_tokens: int = BATCH_TOKENS,
+                   shard_records: int = SHARD_RECORDS, resume: bool = True, max_retries: int = 3,
+                   **detector_options) -> RayRun:
+    """Score ``source`` (a path, folder or glob of .jsonl/.json/.csv/.parquet files, a list of records, or a Ray
+    Dataset with an ``id`` column) with ``methods`` (default: the default methods) on a Ray cluster, writing
+    Parquet parts under ``output_dir``; returns a :class:`RayRun`.
+
+    address: ``None`` (the running Ray, else a new local one), ``"auto"`` or ``"ray://host:10001"``.
+    num_actors / num_gpus_per_actor / num_cpus_per_actor: the pool; by default one actor per GPU where the cluster
+    has GPUs, else one actor per 4 CPUs (at least one), each with its share of the CPUs as torch threads.
+    batch_tokens: approximate tokens (words of response and samples) per batch; batches hold whole detector chunks.
+    resume: skip the shards the output's manifest records as finished (``False``: start the folder again).
+    detector_options: any other :class:`~halluscope.pipeline.Detector` option (``chunk_size``, ``precision``, ...).
+    """
+    ray = require_ray()
+    plan = _make_plan(output_dir, methods, detector_options, batch_tokens, shard_records, num_actors,
+                      num_gpus_per_actor, num_cpus_per_actor, max_retries)
+    t0 = time.perf_counter()
+    summary = RayRun(str(plan.out))
+    manifest = _open_output(plan, resume)
+    is_dataset = isinstance(source, ray.data.Dataset)
+    shards = [] if is_dataset else _shards_to_do(source, plan, manifest, summary)
+    if is_dataset or shards:
+        started = _connect(ray, address)
+        try:
+            ds = _dataset_input(ray, source, plan, resume) if is_dataset else _shard_input(ray, shards, plan)
+            sources = None if is_dataset else {s.key: s.source for s in shards}
+            _consume(_score_stage(ray, ds, plan, reserve_cpu=is_dataset, summary=summary), plan, manifest,
+                     summary, sources)
+        finally:
+            if started:
+                ray.shutdown()
+    if plan.run_combination is not None and not summary.shards_failed and (is_dataset or shards):
+        summary.combination = finish_combination(plan.out, plan.run_combination)
+        manifest["combination_stats"] = summary.combination
+        output.save_manifest(plan.out, manifest)
+    summary.seconds = round(time.perf_counter() - t0, 3)
+    return summary
+
+
+def _make_plan(output_dir, methods, detector_options, batch_tokens, shard_records, num_actors, num_gpus_per_actor,
+               num_cpus_per_actor, max_retries) -> _Plan:
+    """Validate the options here, before any Ray work (a Detector is cheap until its models are asked for)."""
+    from ..pipeline import Detector
+
+    det = Detector(methods=methods, **detector_options)
+    run_comb = det if needs_run_combination(det) else None
+    actor_methods = [m for m in det.methods if not (run_comb is not None and m == "combination")]
+    if batch_tokens < 1 or shard_records < 1:
+        raise ValueError("batch_tokens and shard_records must be at least 1")
+    if num_actors is not None and num_actors < 1:
+        raise ValueError(f"num_actors must be at least 1, got {num_actors}")
+    return _Plan(Path(output_dir), {**detector_options, "methods": actor_methods}, run_comb, det.chunk_size,
+                 batch_tokens, shard_records, num_actors, num_gpus_per_actor, num_cpus_per_actor, max_retries)
+
+
+def _open_output(plan: _Plan, resume: bool) -> dict:
+    """The manifest to extend: the folder's own when resuming (same methods and options, else an error), a new
+    one otherwise (the previous run's parts removed)."""
+    plan.out.mkdir(parents=True, exist_ok=True)
+    opts = {k: v for k, v in plan.detector_kwargs.items() if k != "methods"}
+    run = {"methods": list(plan.detector_kwargs["methods"]), "options": json.loads(json.dumps(opts, default=str))}
+    if resume:
+        manifest = output.load_manifest(plan.out)
+        output.check_same_run(manifest, run)
+    else:
+        output.clear(plan.out)
+        manifest = output.load_manifest(plan.out)
+    manifest.update(run)
+    output.save_manifest(plan.out, manifest)
+    return manifest
+
+
+def _shards_to_do(source, plan: _Plan, manifest: dict, summary: RayRun) -> list[Shard]:
+    """The source's shards not finished yet (their stale parts removed); an in-memory list's invalid records are
+    written to ``errors/part-input.jsonl`` here, where they were found."""
+    if isinstance(source, (str, Path)):
+        shards, errors = file_shards(source), []
+    else:
+        shards, errors = record_shards(source, plan.chunk_size, plan.shard_records)
+    if errors:
+        lines = "".join(json.dumps(e.to_dict()) + "\n" for e in errors)
+        output.write_atomic(plan.out / "errors" / "part-input.jsonl", lines.encode("utf-8"))
+        summary.errors += len(errors)
+    todo = [s for s in shards if s.key not in manifest["shards"]]
+    summary.shards_skipped = len(shards) - len(todo)
+    for s in todo:
+        output.remove_parts(plan.out, s.key)
+    return todo
+
+
+def _connect(ray, address: str | None) -> bool:
+    """Join the running Ray, the cluster at ``address``, or start a local one; True when this call started or
+    joined it (and so shuts it down at the end). The offline settings of the driver go to the workers."""
+    if ray.is_initialized():
+        return False
+    env = {k: os.environ[k] for k in _ENV if k in os.environ}
+    kwargs: dict[str, Any] = {"runtime_env": {"env_vars": env}} if env else {}
+    if address is None:
+        kwargs["include_dashboard"] = False
+    ray.init(address=address, log_to_driver=False, **kwargs)
+    return True
+
+
+def _shard_input(ray, shards: list[Shard], plan: _Plan):
+    """One row per shard, split into one row per token batch where the shard is read (a worker, not the driver).
+    Blocks are kept to one row each, so Ray Data hands the batches of one shard to different actors."""
+    ctx = ray.data.DataContext.get_current()
+    saved = ctx.target_max_block_size
+    ctx.target_max_block_size = 1  # captured by the datasets built below, restored for everything else
+    try:
+        rows = [{"shard": s.key, "source": s.source, "records": s.records} for s in shards]
+        ds = ray.data.from_items(rows, override_num_blocks=len(rows))
+        return ds.flat_map(split_shard, fn_kwargs={"chunk_size": plan.chunk_size, "batch_tokens": plan.batch_tokens},
+                           num_cpus=0)
+    finally:
+        ctx.target_max_block_size = saved
+
+
+def _dataset_input(ray, ds, plan: _Plan, resume: bool):
+    """A Ray Dataset of records as batch rows: ids already in the output are left out (a Dataset has no stable
+    shards, so it resumes by id), and each call groups about ``batch_tokens`` of records."""
+    from .actor import dataset_rows
+    from .shards import approx_tokens
+    from ..io import records_from_objects
+
+    if "id" not in ds.schema().names:
+        raise ValueError("a Ray Dataset to score needs an 'id' column (unique ids: resuming and reading back use them)")
+    sample, _ = records_from_objects(ds.take(64))
+    mean = max(1.0, sum(approx_tokens(r) for r in sample) / max(1, len(sample)))
+    rows = max(1, int(plan.batch_tokens // mean))
+    done = None
+    if resume:
+        parts = output.read_output(plan.out, "passage")
+        done = ray.put(set(parts["id"].astype(str))) if len(parts) else None
+    return ds.map_batches(dataset_rows, batch_size=rows, batch_format="pandas", num_cpus=0,
+                          fn_kwargs={"chunk_size": plan.chunk_size, "batch_tokens": plan.batch_tokens, "done": done})
+
+
+def _pool(ray, plan: _Plan, reserve_cpu: bool) -> tuple[int, float, float, int]:
+    """Actors, logical CPUs and GPUs per actor, torch threads per actor. On GPUs: one actor per GPU (one CPU
+    thread each). On CPUs: one actor per 4 CPUs, its share of the CPUs as threads; the logical request is cut so
+    every actor fits beside one free CPU when the source's own read tasks need one (a Ray Dataset)."""
+    res = ray.cluster_resources()
+    cpus, gpus = float(res.get("CPU", 1)), float(res.get("GPU", 0))
+    per_gpu = plan.num_gpus_per_actor if plan.num_gpus_per_actor is not None else (1.0 if gpus >= 1 else 0.0)
+    free = max(1.0, cpus - (1.0 if reserve_cpu else 0.0))
+    if per_gpu > 0:
+        n = plan.num_actors or max(1, int(gpus // per_gpu))
+        threads = int(plan.num_cpus_per_actor or 1)
+        return n, float(plan.num_cpus_per_actor or 1), per_gpu, threads
+    n = plan.num_actors or max(1, int(free // min(4.0, free)))
+    threads = max(1, int(plan.num_cpus_per_actor or free // n))
+    return n, float(plan.num_cpus_per_actor or min(threads, free / n)), 0.0, threads
+
+
+def _score_stage(ray, ds, plan: _Plan, reserve_cpu: bool, summary: RayRun):
+    """The actor-pool stage: ``map_batches`` over one batch row at a time (a shard source) or a Dataset's rows."""
+    from .actor import ScoreActor
+
+    n, cpus, gpus, threads = _pool(ray, plan, reserve_cpu)
+    summary.actors = n
+    kwargs: dict[str, Any] = {"num_gpus": gpus} if gpus else {}
+    return ds.map_batches(ScoreActor, batch_size=1, batch_format="pandas", num_cpus=cpus,
+                          compute=ray.data.ActorPoolStrategy(size=n),
+                          fn_constructor_kwargs={"detector_kwargs": plan.detector_kwargs, "threads": threads},
+                          max_restarts=plan.max_retries, max_task_retries=plan.max_retries, **kwargs)
+
+
+def _consume(ds, plan: _Plan, manifest: dict, summary: RayRun, sources: dict[str, str] | None) -> None:
+    """Write each scored batch as it arrives; record a shard (``sources``: key to file; None for a Ray Dataset,
+    which resumes by id) in the manifest once all its batches are written."""
+    seen: dict[str, dict[str, Any]] = {}
+    for row in ds.iter_rows():
+        output.write_batch(plan.out, row)
+        summary.add(row)
+        if sources is None:
+            continue
+        s = seen.setdefault(row["shard"], {"source": sources[row["shard"]], "batches": set(), "records": 0,
+                                           "sentences": 0, "errors": 0})
+        s["batches"].add(int(row["batch"]))
+        s["records"] += int(row["n_records"])
+        s["sentences"] += int(row["n_sentences"])
+        s["errors"] += len(json.loads(row["errors"]))
+        if row["failed"]:
+            summary.shards_failed.append(row["shard"])
+        elif len(s["batches"]) == int(row["n_batches"]):
+            manifest["shards"][row["shard"]] = {k: v for k, v in s.items() if k != "batches"} | {
+                "batches": len(s["batches"])}
+            output.save_manifest(plan.out, manifest)
+            summary.shards += 1
