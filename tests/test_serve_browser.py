@@ -1,0 +1,97 @@
+"""The service's pages in headless Chromium (Debian's package, through Playwright): the dashboard renders its plots
+with no console errors, and a reviewer opens a flagged answer in the review queue, marks a sentence, and the review
+is in the database with who made it. Screenshots go to $HALLUSCOPE_SCREENSHOTS when set (README's are made so)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from serve_helpers import Server
+from test_serve import SHORT, _wiki
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def filled(tmp_path_factory, _wikibio_cached):
+    dbf = str(tmp_path_factory.mktemp("web") / "web.db")
+    s = Server(dbf).start()
+    with s.client() as c:
+        for model, start in (("gpt-3", 0), ("gpt-3.5", 3)):
+            c.wait(c.submit(_wiki(_wikibio_cached, 3, samples=3, start=start), tags={"model": model})["id"],
+                   poll=0.5, timeout=300)
+        c.check(**SHORT[1], tags={"model": "gpt-3.5"})
+        reviewer = c.request("POST", "/v1/keys", json={"name": "rev-browser", "scopes": ["review"]})["key"]
+    yield s, dbf, reviewer
+    s.stop()
+
+
+def _browse(key: str, url: str, actions):
+    if not Path(CHROMIUM).exists():
+        pytest.fail("Debian's chromium is missing: `make test` installs it (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            errors = []
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.add_init_script(f"localStorage.setItem('halluscope-key', {key!r})")
+            page.goto(url)
+            actions(page)
+            return errors
+        finally:
+            browser.close()
+
+
+def _shots() -> Path | None:
+    d = os.environ.get("HALLUSCOPE_SCREENSHOTS")
+    return Path(d) if d else None
+
+
+def test_dashboard_renders_plots(filled, tmp_path):
+    s, _, _ = filled
+
+    def act(page):
+        page.wait_for_selector("#rate svg circle")
+        page.wait_for_selector("#hist svg rect", state="attached")
+        heights = page.eval_on_selector_all("#hist svg rect", "els => els.map(e => e.getBBox().height)")
+        assert len(heights) == 10 and sum(h > 0 for h in heights) >= 1  # ten bins, the answers' ones drawn
+        assert page.locator("#rate svg path").count() == 2  # one line per model tag
+        assert "7 answers" in page.inner_text("#summary")
+        assert page.locator("#flagged tr").count() >= 1
+        page.screenshot(path=str((_shots() or tmp_path) / "serve-dashboard.png"), full_page=True)
+
+    assert _browse(s.admin_key, s.url + "/", act) == []
+
+
+def test_review_queue_marks_a_sentence(filled, tmp_path):
+    s, dbf, reviewer = filled
+    seen = {}
+
+    def act(page):
+        page.wait_for_selector("#queue a")
+        page.wait_for_selector("#answer .sent")
+        seen["id"] = page.eval_on_selector("#queue a.open", "a => a.dataset.id")
+        colours = page.eval_on_selector_all(".sent", "els => els.map(e => getComputedStyle(e).backgroundColor)")
+        assert len(colours) >= 2
+        page.locator(".sent").nth(1).locator("button.inacc").click()
+        page.wait_for_selector(".sent:nth-of-type(2) button.inacc.chosen, [data-i='1'] button.inacc.chosen")
+        page.screenshot(path=str((_shots() or tmp_path) / "serve-review.png"), full_page=False)
+
+    assert _browse(reviewer, s.url + "/review", act) == []
+    eng = sa.create_engine(f"sqlite:///{dbf}")
+    with eng.connect() as c:
+        rows = c.execute(sa.text("SELECT r.uid, v.sentence, v.label, v.reviewer, v.created_at FROM reviews v "
+                                 "JOIN results r ON r.id = v.result_id")).all()
+    assert [(u, n, lab, who) for u, n, lab, who, _ in rows] == [(seen["id"], 1, "inaccurate", "rev-browser")]
+    assert rows[0][4] is not None
