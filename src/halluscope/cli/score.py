@@ -64,10 +64,21 @@ def score(
     baseline: Optional[Path] = typer.Option(None, "--bertscore-baseline", help="bert_score baseline file (rescaling)."),
     combine: Optional[str] = typer.Option(None, "--combine", help="Methods averaged by 'combination'."),
     qa_stage: Optional[list[str]] = QaStageOpt,
+    engine: str = typer.Option("local", "--engine", help="'local' (this process) or 'ray': a Ray cluster scores "
+                               "PATH (a file, folder or glob of shards) into Parquet parts under -o OUT/."),
+    address: Optional[str] = typer.Option(None, "--address", help="With --engine ray: 'auto' or ray://HOST:PORT "
+                                          "(default: the running Ray, else a local one)."),
+    actors: Optional[int] = typer.Option(None, "--actors", help="With --engine ray: scoring actors (default: one "
+                                         "per GPU, else one per 4 CPUs)."),
 ):
     """Score every sentence of each record's response against its samples, and each passage as a whole."""
     from ..io import write_results
 
+    if engine != "local":
+        return _score_on_ray(engine, path, output, resume, address, actors, as_json, dict(
+            methods=methods, encoder=encoder, layer=layer, precision=precision, sentence_split=split, nli=nli,
+            nli_evidence=nli_evidence if nli_evidence == "sample" else int(nli_evidence),
+            nli_precision=nli_precision, bertscore_baseline=str(baseline) if baseline else None, combine=combine))
     recs, errors = _read_records_or_exit(path or example_path())
     det = _detector(methods, encoder, layer, nli, str(baseline) if baseline else None, combine, precision, split,
                     nli_evidence=nli_evidence, nli_precision=nli_precision)
@@ -176,8 +187,11 @@ def evaluate(
                                           "the (merged) results, normalized over all their records."),
     show: int = typer.Option(0, "--show", help="Also print the first N passages in the coloured sentence view, "
                              "with each sentence's human label."),
+    calibration_file: Optional[Path] = typer.Option(None, "--calibration", help="Recompute the default 'probability' "
+                                                    "of a results file with this calibration file (no rescoring)."),
 ):
-    """Sentence AUC-PR (NonFact, NonFact*, Factual) and passage Pearson/Spearman against human labels, in percent."""
+    """Sentence AUC-PR (NonFact, NonFact*, Factual) and passage Pearson/Spearman against human labels, in percent;
+    with the default 'probability', also its calibration (ECE, Brier score) against the labels."""
     from ..evaluation.wikibio import evaluate_results, load_results
     from ..io import write_results
 
@@ -193,9 +207,16 @@ def evaluate(
         det = _detector(methods, encoder, layer, nli, precision=precision, split=split,
                         learned=str(learned) if learned else None)
         res = det.score(recs, progress=True)
+    if calibration_file:
+        from .. import calibration
+
+        calibration.apply(res.items, calibration.load(calibration_file))
     if output:
         write_results(res, output)
     figures = evaluate_results(res, None if scored_now else chosen, ties=ties)
+    calib = _calibration_figures(res)
+    if calib:
+        figures["calibration"] = calib
     if show and not as_json:
         from ..types import Results
 
@@ -204,7 +225,21 @@ def evaluate(
     if as_json:
         print(json.dumps(json_safe(figures), indent=1))
     else:
+        calib = figures.pop("calibration", None)
         console.print(_table(figures, title=f"{path.name}: AUC-PR (%) and passage correlation (%)"))
+        if calib:
+            console.print(f"probability, {calib['n']} labelled sentences: ECE {calib['ece']:.4f}, Brier "
+                          f"{calib['brier']:.4f} ({calib['bins']} bins; positive: minor or major inaccurate)")
+
+
+def _calibration_figures(res) -> dict | None:
+    """ECE and Brier score of the default probability against the sentence labels (None without either)."""
+    from ..calibration import NAME, report
+
+    if not res.items or NAME not in res.items[0].sentence_scores:
+        return None
+    rep = report(res).get("sentences")
+    return None if rep is None else {k: rep[k] for k in ("n", "ece", "brier", "bins")}
 
 
 @app.command("report")
@@ -295,6 +330,30 @@ def list_methods(as_json: bool = typer.Option(False, "--json", help="Print the r
                   r["aggregate"] or "-", r["formula"] + (f" [dim]({r['source']})[/]" if r["source"] else ""))
     console.print(t)
 
+
+
+def _score_on_ray(engine, path, output, resume, address, actors, as_json, options) -> None:
+    """``score --engine ray``: the library's :func:`~halluscope.scale.score_with_ray`, then a one-line summary."""
+    from dataclasses import asdict
+
+    from ..scale import score_with_ray
+
+    if engine != "ray":
+        raise ValueError(f"--engine must be 'local' or 'ray', got {engine!r}")
+    if path is None or output is None:
+        raise ValueError("--engine ray needs an input (a file, folder or glob of shards) and -o OUT/ (a folder)")
+    try:
+        run = score_with_ray(str(path), output, address=address, num_actors=actors, resume=resume, **options)
+    except ImportError as e:  # Ray missing: one line, exit 2, like every library error
+        raise ValueError(str(e)) from None
+    if as_json:
+        print(json.dumps(json_safe(asdict(run)), indent=1))
+    err.print(f"{run.records} records ({run.sentences} sentences, {run.errors} skipped) from {run.shards} shards "
+              f"({run.shards_skipped} finished before) on {run.actors} actors in {run.seconds:.1f} s; "
+              f"parts under {output}/")
+    if run.shards_failed:
+        raise ValueError(f"{len(run.shards_failed)} shards could not be read (see {output}/errors/): run again to "
+                         "retry them")
 
 
 def _show_usage(s: dict, cache_path) -> None:
