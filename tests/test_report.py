@@ -3,7 +3,6 @@ it renders with no console errors, the highlighted passages and every plot are t
 a screenshot is saved (to $HALLUSCOPE_SCREENSHOTS when set, else the test's temporary folder)."""
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -14,9 +13,7 @@ from halluscope.evaluation.wikibio import ablation_samples, reproduce
 from halluscope.pipeline import Detector
 from halluscope.report.html import build_report
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+from browser import chromium_page
 
 
 @pytest.fixture(scope="module")
@@ -47,40 +44,28 @@ def test_report_is_self_contained(report_file):
 
 
 def test_report_renders_in_headless_chromium(report_file):
-    if not Path(CHROMIUM).exists():
-        pytest.fail("Debian's chromium is missing: `make install` installs it (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
     out, res = report_file
     shots = Path(os.environ.get("HALLUSCOPE_SCREENSHOTS", out.parent))
     shots.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1200, "height": 900})
-            errors = []
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(out.as_uri())
-            page.wait_for_selector(".passage")
-            assert errors == []
-            assert page.locator(".passage").count() == len(res.items)
-            n_sent = sum(len(it.sentences) for it in res.items)
-            assert page.locator(".s").count() == n_sent
-            colours = page.eval_on_selector_all(".s", "els => els.map(e => getComputedStyle(e).backgroundColor)")
-            assert len(set(colours)) > 3  # sentences are shaded by score, not one flat colour
-            imgs = page.eval_on_selector_all("img", "els => els.map(e => [e.alt, e.naturalWidth, e.complete])")
-            alts = [a for a, w, done in imgs if w > 0 and done]
-            assert len(alts) == len(imgs) == 6, imgs  # PR, passage scatter, Figure 7 (x2), ROC, accuracy-at-tau
-            assert any("precision-recall" in a for a in alts) and any("ROC" in a for a in alts)
-            assert any("accuracy at tau" in a for a in alts) and any("Figure 7" in a for a in alts)
-            page.locator(".s").nth(2).click()
-            panel = page.locator("#panel")
-            assert panel.is_visible() and "ngram1_max" in panel.inner_text() and "evidence" in panel.inner_text()
-            page.select_option("#method", "bertscore")  # recolour by another method
-            assert page.eval_on_selector_all(".s", "els => els.map(e => getComputedStyle(e).backgroundColor)") != colours
-            assert errors == []
-            page.screenshot(path=str(shots / "report.png"), full_page=False)
-        finally:
-            browser.close()
+    with chromium_page() as (page, errors):
+        page.goto(out.as_uri())
+        page.wait_for_selector(".passage")
+        assert errors == []
+        assert page.locator(".passage").count() == len(res.items)
+        n_sent = sum(len(it.sentences) for it in res.items)
+        assert page.locator(".s").count() == n_sent
+        colours = page.eval_on_selector_all(".s", "els => els.map(e => getComputedStyle(e).backgroundColor)")
+        assert len(set(colours)) > 3  # sentences are shaded by score, not one flat colour
+        imgs = page.eval_on_selector_all("img", "els => els.map(e => [e.alt, e.naturalWidth, e.complete])")
+        alts = [a for a, w, done in imgs if w > 0 and done]
+        assert len(alts) == len(imgs) == 6, imgs  # PR, passage scatter, Figure 7 (x2), ROC, accuracy-at-tau
+        assert any("precision-recall" in a for a in alts) and any("ROC" in a for a in alts)
+        assert any("accuracy at tau" in a for a in alts) and any("Figure 7" in a for a in alts)
+        page.locator(".s").nth(2).click()
+        panel = page.locator("#panel")
+        assert panel.is_visible() and "ngram1_max" in panel.inner_text() and "evidence" in panel.inner_text()
+        page.select_option("#method", "bertscore")  # recolour by another method
+        assert page.eval_on_selector_all(".s", "els => els.map(e => getComputedStyle(e).backgroundColor)") != colours
+        assert errors == []
+        page.screenshot(path=str(shots / "report.png"), full_page=False)
     assert (shots / "report.png").read_bytes()[:4] == b"\x89PNG"

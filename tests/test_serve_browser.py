@@ -5,18 +5,14 @@ is in the database with who made it. Screenshots go to $HALLUSCOPE_SCREENSHOTS w
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
+from browser import chromium_page
 from serve_helpers import Server
 from test_serve import SHORT, _wiki
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
 @pytest.fixture(scope="module")
@@ -33,24 +29,12 @@ def filled(tmp_path_factory, _wikibio_cached):
     s.stop()
 
 
-def _browse(key: str, url: str, actions):
-    if not Path(CHROMIUM).exists():
-        pytest.fail("Debian's chromium is missing: `make test` installs it (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            errors = []
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.add_init_script(f"localStorage.setItem('halluscope-key', {key!r})")
-            page.goto(url)
-            actions(page)
-            return errors
-        finally:
-            browser.close()
+def _browse(key: str, url: str, actions) -> list[str]:
+    """Open ``url`` with the API key in the page's storage, run ``actions(page)``; the console errors."""
+    with chromium_page(1280, 900, f"localStorage.setItem('halluscope-key', {key!r})") as (page, errors):
+        page.goto(url)
+        actions(page)
+        return errors
 
 
 def _shots() -> Path | None:

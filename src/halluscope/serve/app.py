@@ -320,20 +320,22 @@ async def create_job(request: Request, tag: list[str] | None = Query(None),
     return {"id": jid, "status": "queued", "total": len(recs)}
 
 
+def _or_404(found: Any, what: str) -> Any:
+    if found is None:
+        raise HTTPException(404, detail=f"no {what}")
+    return found
+
+
 @api.get("/v1/jobs/{job_id}", tags=["jobs"])
 def job_status(job_id: str, request: Request, _: Principal = Depends(require(*READ))):
-    job = store.get_job(_service(request).engine, job_id)
-    if job is None:
-        raise HTTPException(404, detail=f"no job {job_id}")
-    return job
+    return _or_404(store.get_job(_service(request).engine, job_id), f"job {job_id}")
 
 
 @api.get("/v1/jobs/{job_id}/results", tags=["jobs"])
 def job_results(job_id: str, request: Request, offset: int = Query(0, ge=0), limit: int = Query(100, ge=1, le=1000),
                 _: Principal = Depends(require(*READ))):
     hs = _service(request)
-    if store.get_job(hs.engine, job_id) is None:
-        raise HTTPException(404, detail=f"no job {job_id}")
+    _or_404(store.get_job(hs.engine, job_id), f"job {job_id}")
     return store.list_results(hs.engine, job_id=job_id, offset=offset, limit=limit, full=True)
 
 
@@ -349,10 +351,7 @@ def results(request: Request, flagged: bool | None = None, reviewed: bool | None
 
 @api.get("/v1/results/{uid}", tags=["results"])
 def result(uid: str, request: Request, _: Principal = Depends(require(*READ))):
-    r = store.get_result(_service(request).engine, uid)
-    if r is None:
-        raise HTTPException(404, detail=f"no result {uid}")
-    return r
+    return _or_404(store.get_result(_service(request).engine, uid), f"result {uid}")
 
 
 @api.post("/v1/results/{uid}/reviews", status_code=201, tags=["review"])
