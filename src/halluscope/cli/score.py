@@ -214,22 +214,24 @@ def evaluate(
     if output:
         write_results(res, output)
     figures = evaluate_results(res, None if scored_now else chosen, ties=ties)
-    calib = _calibration_figures(res)
-    if calib:
-        figures["calibration"] = calib
+    figures.update({"calibration": c for c in [_calibration_figures(res)] if c})
     if show and not as_json:
         from ..types import Results
 
         show_results(Results(items=res.items[:show], methods=res.methods, settings=res.settings),
                      primary=chosen[0] if chosen else None)
+    _render_figures(figures, path.name, as_json)
+
+
+def _render_figures(figures: dict, name: str, as_json: bool) -> None:
     if as_json:
         print(json.dumps(json_safe(figures), indent=1))
-    else:
-        calib = figures.pop("calibration", None)
-        console.print(_table(figures, title=f"{path.name}: AUC-PR (%) and passage correlation (%)"))
-        if calib:
-            console.print(f"probability, {calib['n']} labelled sentences: ECE {calib['ece']:.4f}, Brier "
-                          f"{calib['brier']:.4f} ({calib['bins']} bins; positive: minor or major inaccurate)")
+        return
+    calib = figures.pop("calibration", None)
+    console.print(_table(figures, title=f"{name}: AUC-PR (%) and passage correlation (%)"))
+    if calib:
+        console.print(f"probability, {calib['n']} labelled sentences: ECE {calib['ece']:.4f}, Brier "
+                      f"{calib['brier']:.4f} ({calib['bins']} bins; positive: minor or major inaccurate)")
 
 
 def _calibration_figures(res) -> dict | None:
