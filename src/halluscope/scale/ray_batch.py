@@ -9,7 +9,8 @@ token count (``scale.shards``); Ray Data sends the batches to a pool of actors (
 ``ActorPoolStrategy`` of N actors), each holding one Detector whose models it loads once (``scale.actor``), on one GPU each where
 the cluster has GPUs. The driver writes each batch's Parquet parts as they arrive and records each finished shard in
 ``manifest.json`` (``scale.output``), so a re-run skips them. An actor killed mid-batch is restarted by Ray and its
-batches retried (``max_restarts`` / ``max_task_retries``); the retried batch's files replace, never duplicate.
+batches retried (Ray Data's actor pools restart and retry by default; ``max_retries`` bounds both); a retried
+batch's files replace, never duplicate, its first attempt's.
 
 Ray is an optional extra: importing this module does not import it, and calling :func:`score_with_ray` without it
 raises ImportError with the install command.
@@ -89,13 +90,13 @@ class _Plan:
     num_actors: int | None
     num_gpus_per_actor: float | None
     num_cpus_per_actor: float | None
-    max_retries: int
+    max_retries: int | None
 
 
 def score_with_ray(source, output_dir: str | Path, methods=None, address: str | None = None,
                    num_actors: int | None = None, num_gpus_per_actor: float | None = None,
                    num_cpus_per_actor: float | None = None, batch_tokens: int = BATCH_TOKENS,
-                   shard_records: int = SHARD_RECORDS, resume: bool = True, max_retries: int = 3,
+                   shard_records: int = SHARD_RECORDS, resume: bool = True, max_retries: int | None = None,
                    **detector_options) -> RayRun:
     """Score ``source`` (a path, folder or glob of .jsonl/.json/.csv/.parquet files, a list of records, or a Ray
     Dataset with an ``id`` column) with ``methods`` (default: the default methods) on a Ray cluster, writing
@@ -106,6 +107,8 @@ def score_with_ray(source, output_dir: str | Path, methods=None, address: str | 
     has GPUs, else one actor per 4 CPUs (at least one), each with its share of the CPUs as torch threads.
     batch_tokens: approximate tokens (words of response and samples) per batch; batches hold whole detector chunks.
     resume: skip the shards the output's manifest records as finished (``False``: start the folder again).
+    max_retries: restarts of a dead actor and retries of its batches; ``None`` keeps Ray Data's default for actor
+        pools (restarted and retried without limit).
     detector_options: any other :class:`~halluscope.pipeline.Detector` option (``chunk_size``, ``precision``, ...).
     """
     ray = require_ray()
@@ -257,10 +260,12 @@ def _score_stage(ray, ds, plan: _Plan, reserve_cpu: bool, summary: RayRun):
     n, cpus, gpus, threads = _pool(ray, plan, reserve_cpu)
     summary.actors = n
     kwargs: dict[str, Any] = {"num_gpus": gpus} if gpus else {}
+    if plan.max_retries is not None:  # else Ray Data's default: restart and retry without limit
+        kwargs.update(max_restarts=plan.max_retries, max_task_retries=plan.max_retries)
     return ds.map_batches(ScoreActor, batch_size=1, batch_format="pandas", num_cpus=cpus,
                           compute=ray.data.ActorPoolStrategy(size=n),
                           fn_constructor_kwargs={"detector_kwargs": plan.detector_kwargs, "threads": threads},
-                          max_restarts=plan.max_retries, max_task_retries=plan.max_retries, **kwargs)
+                          **kwargs)
 
 
 def _consume(ds, plan: _Plan, manifest: dict, summary: RayRun, sources: dict[str, str] | None) -> None:
