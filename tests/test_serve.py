@@ -291,3 +291,29 @@ def test_prompt_only_check_draws_with_a_real_llm_server(tmp_path):
     res = got["result"]
     assert res["prompt"] == "The capital of France is" and res["response"] and len(res["samples"]) == 3
     assert res["num_samples"] == 3 and len(res["sentence_scores"]["probability"]) == len(res["sentences"])
+
+
+def test_jsonl_file_upload_and_streamed_oversize(tmp_path, wikibio):
+    """A JSONL file uploaded as multipart/form-data becomes a job; a body streamed without Content-Length past the
+    limit is refused with 413 and nothing of it is stored."""
+    s = Server(str(tmp_path / "u.db"), "--max-body-mb", "1").start()
+    try:
+        h = {"Authorization": f"Bearer {s.admin_key}"}
+        recs = _wiki(wikibio, 2, samples=2, start=40)
+        data = "".join(json.dumps(r) + "\n" for r in recs)
+        r = httpx.post(s.url + "/v1/jobs?tag=src:upload", files={"file": ("a.jsonl", data.encode())}, headers=h)
+        assert r.status_code == 202 and r.json()["total"] == 2
+        jid = r.json()["id"]
+
+        def chunks():  # 3 x 600 KB, no Content-Length: cut off while it streams
+            for _ in range(3):
+                yield b'{"response": "x", "samples": ["y"]}\n' + b" " * (600 * 1024)
+
+        r = httpx.post(s.url + "/v1/jobs", content=chunks(), headers={**h, "Content-Type": "application/x-ndjson"})
+        assert r.status_code == 413
+        with s.client() as c:
+            c.wait(jid, poll=0.5, timeout=300)
+            assert [x["record_id"] for x in c.job_results(jid)] == [x["id"] for x in recs]
+            assert c.results()["total"] == 2  # the refused body left nothing behind
+    finally:
+        s.stop()

@@ -232,8 +232,18 @@ def review_page():
 
 
 async def _json_body(request: Request) -> Any:
-    raw = await request.body()
+    """The request's JSON: a JSON body, JSON Lines (Content-Type application/x-ndjson or text/plain), or a file
+    uploaded as multipart/form-data (JSON or JSONL by its content)."""
     ctype = request.headers.get("content-type", "")
+    if ctype.startswith("multipart/form-data"):
+        form = await request.form()
+        files = [v for v in form.values() if hasattr(v, "read")]
+        if not files:
+            raise HTTPException(422, detail=[{"record": None, "field": "file", "message": "no file in the upload"}])
+        raw = await files[0].read()
+        ctype = "application/json" if raw.lstrip()[:1] == b"[" else "application/x-ndjson"
+    else:
+        raw = await request.body()
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
