@@ -29,8 +29,9 @@ def test_reproduce_wikibio_json_keys(data_dir):
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert set(d) == {"ngram1_max", "ngram2_avg", "random"}
-    assert set(d["ngram1_max"]) == {"nonfact", "nonfact_star", "factual", "pearson", "spearman"}
+    assert set(d["ngram1_max"]) == {"nonfact", "nonfact_star", "factual", "pearson", "spearman", "prr"}
     assert 50 < d["ngram1_max"]["nonfact"] <= 100
+    assert 0 < d["ngram1_max"]["prr"] <= 100 and d["random"]["prr"] == 0  # passages ranked better than chance
 
 
 def test_reproduce_layers_json(data_dir):

@@ -19,7 +19,7 @@ import numpy as np
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import auc, precision_recall_curve
 
-COLUMNS = ("nonfact", "nonfact_star", "factual", "pearson", "spearman")
+COLUMNS = ("nonfact", "nonfact_star", "factual", "pearson", "spearman", "prr")
 
 
 def auc_pr(y_true: np.ndarray, scores: np.ndarray) -> float:
@@ -65,6 +65,8 @@ def evaluate_scores(ls: LabelledScores) -> dict[str, float]:
         out["spearman"] = 100.0 * float(spearmanr(ls.passage_labels[ok], ps[ok])[0])
     else:
         out["pearson"] = out["spearman"] = float("nan")
+    # prediction-rejection ratio of the passage scores with the passage's mean label as its error (LM-Polygraph)
+    out["prr"] = 100.0 * prr(ps[ok], ls.passage_labels[ok]) if ok.sum() >= 3 else float("nan")
     return out
 
 
@@ -96,6 +98,7 @@ def random_baseline(ls: LabelledScores) -> dict[str, float]:
         "factual": 100.0 * float(np.mean(y < 0.001)),
         "pearson": float("nan"),
         "spearman": float("nan"),
+        "prr": 0.0,  # a random order rejects no better than chance, by definition
     }
 
 

@@ -31,7 +31,7 @@ from ..types import Results
 from .plots import pyplot
 
 COLUMN_NAMES = {"nonfact": "NonFact", "nonfact_star": "NonFact*", "factual": "Factual", "pearson": "PCC",
-                "spearman": "SCC"}
+                "spearman": "SCC", "prr": "PRR"}
 
 
 def _png(draw) -> str:
