@@ -176,9 +176,26 @@ class MethodInfo:
     level: str = "sentence"  # "response": a score of the whole answer only (no sentence scores)
 
 
+@dataclass(frozen=True)
+class Claim:
+    """One atomic claim of a response: a standalone statement, and the index of the sentence it came from."""
+
+    text: str
+    sentence: int
+
+    def to_dict(self) -> dict:
+        return {"text": self.text, "sentence": self.sentence}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Claim":
+        return cls(str(d["text"]), int(d["sentence"]))
+
+
 @dataclass
 class ItemResult:
-    """Scores of one record: per method, one score per sentence and one passage score."""
+    """Scores of one record: per method, one score per sentence and one passage score. With claims
+    (``Detector(claims=...)``), also the claims, one score per claim (``claim_scores``), the mean over the claims
+    (``claim_passage_scores``) and the claims' evidence; ``claims`` is None when claims were not asked for."""
 
     id: str
     sentences: list[str]
@@ -190,6 +207,10 @@ class ItemResult:
     num_samples: int = 0
     evidence: dict[str, list[Any]] = field(default_factory=dict)
     flags: dict = field(default_factory=dict)  # the default probability's flags: threshold, sentences, response
+    claims: list[Claim] | None = None
+    claim_scores: dict[str, list[float]] = field(default_factory=dict)
+    claim_passage_scores: dict[str, float] = field(default_factory=dict)  # mean over the claims
+    claim_evidence: dict[str, list[Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {
@@ -203,7 +224,13 @@ class ItemResult:
             "passage_scores": self.passage_scores,
             **({"evidence": self.evidence} if self.evidence else {}),
             **({"flags": self.flags} if self.flags else {}),
+            **(self._claims_dict() if self.claims is not None else {}),
         }
+
+    def _claims_dict(self) -> dict:
+        return {"claims": [c.to_dict() for c in self.claims or []], "claim_scores": self.claim_scores,
+                "claim_passage_scores": self.claim_passage_scores,
+                **({"claim_evidence": self.claim_evidence} if self.claim_evidence else {})}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ItemResult":
@@ -218,6 +245,10 @@ class ItemResult:
             num_samples=int(d.get("num_samples", 0)),
             evidence=dict(d.get("evidence", {})),
             flags=dict(d.get("flags") or {}),
+            claims=[Claim.from_dict(c) for c in d["claims"]] if d.get("claims") is not None else None,
+            claim_scores={k: [float(x) for x in v] for k, v in d.get("claim_scores", {}).items()},
+            claim_passage_scores={k: float(v) for k, v in d.get("claim_passage_scores", {}).items()},
+            claim_evidence=dict(d.get("claim_evidence", {})),
         )
 
 
@@ -237,11 +268,14 @@ class Results:
         return iter(self.items)
 
     def to_df(self, level: str = "sentence"):
-        """A pandas DataFrame: ``level='sentence'`` gives one row per sentence, ``'passage'`` one per record."""
+        """A pandas DataFrame: ``level='sentence'`` gives one row per sentence, ``'claim'`` one per claim (records
+        scored with claims), ``'passage'`` one per record (with ``claims_{method}``, the mean over its claims)."""
         import pandas as pd
 
         rows: list[dict] = []
-        if level == "sentence":
+        if level == "claim":
+            rows = [row for it in self.items for row in _claim_rows(it)]
+        elif level == "sentence":
             for it in self.items:
                 for i, s in enumerate(it.sentences):
                     row = {"id": it.id, "sentence_index": i, "sentence": s}
@@ -258,11 +292,12 @@ class Results:
                 if it.labels is not None:
                     row["label"] = sum(it.labels) / len(it.labels)
                 row.update(it.passage_scores)
+                row.update({f"claims_{m}": v for m, v in it.claim_passage_scores.items()})
                 if it.flags:
                     row["flagged"] = it.flags["response"]
                 rows.append(row)
         else:
-            raise ValueError(f"level must be 'sentence' or 'passage', got {level!r}")
+            raise ValueError(f"level must be 'sentence', 'claim' or 'passage', got {level!r}")
         return pd.DataFrame(rows)
 
     def to_dict(self) -> dict:
@@ -272,3 +307,17 @@ class Results:
             "items": [it.to_dict() for it in self.items],
             "errors": [e.to_dict() for e in self.errors],
         }
+
+
+def _claim_rows(it: ItemResult) -> list[dict]:
+    """One row per claim of an item: its sentence, the sentence's label, its scores and its flag."""
+    rows = []
+    for k, c in enumerate(it.claims or []):
+        row = {"id": it.id, "claim_index": k, "sentence_index": c.sentence, "claim": c.text}
+        if it.labels is not None:
+            row["label"] = it.labels[c.sentence]
+        row.update({m: v[k] for m, v in it.claim_scores.items()})
+        if "claims" in it.flags:
+            row["flagged"] = it.flags["claims"][k]
+        rows.append(row)
+    return rows
