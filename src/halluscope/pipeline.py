@@ -109,10 +109,16 @@ class Detector:
         race", "u": "/models/answerable"}`` (``"paper"`` = the original MQAG model of that stage); the stages not
         given are LLM prompts on ``llm``. With all four given, the ``qa_*`` methods need no LLM.
     proxy_lm: the local causal LM for the ``proxy_*`` methods (a GGUF path or ``gemma``, the packaged default).
+    method_options: settings of individual methods by name, e.g. ``{"judge_panel": {"judges": ["verdict",
+        "likert"], "combine": "majority"}, "p_true": {"top_logprobs": 20}}`` (each method's module documents its own).
     sentence_split: how the n-gram model finds sentence edges in samples (n > 1 only): ``rule`` (a punctuation
         rule, the default) or ``parser`` (spaCy's dependency parser, as the reference; about 20x slower). Both
         reproduce Table 6 within 0.5 (EVALUATION.md).
     chunk_size: records per batch of model work.
+    claims: ``"rule"`` (spaCy parse, offline) or ``"llm"`` (a prompt on ``llm``) splits each sentence into atomic
+        claims, scored by the chosen sentence methods that apply to short text (registry ``claims=True``) and by the
+        fixed-statistics combiners; results get ``claims``, ``claim_scores`` and ``claim_passage_scores`` (the mean
+        over the claims). Default None: no claims (:mod:`halluscope.claims`).
     """
 
     methods: Sequence[str] | str | None = None
@@ -133,7 +139,10 @@ class Detector:
     llm: Any = None
     proxy_lm: str | None = None
     qa_stages: dict[str, str] | None = None
+    method_options: dict[str, dict] | None = None
+    claims: str | None = None
     _scorers: list[Any] = field(default_factory=list, init=False, repr=False)
+    _claim_parts: dict[str, Any] = field(default_factory=dict, init=False, repr=False)  # claims' splitter, scorers
     timings: dict[str, float] = field(default_factory=dict, init=False, repr=False)  # seconds per scorer
     _models: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
@@ -163,13 +172,18 @@ class Detector:
         self.methods = base + [m for m in COMBINERS if m in self.methods]
         self.base_methods = base
         self.sentence_methods = [m for m in base if registry.spec(m).level == "sentence"]
+        self.claim_methods = [m for m in base if registry.spec(m).claims] if self.claims is not None else []
+        if self.claims is not None:
+            from .claims import check_option
+
+            check_option(self.claims, self.claim_methods)
 
     # ------------------------------------------------------------------ artefacts and methods
     def artefacts(self) -> Artefacts:
         """The run's options and models (shared process-wide through :mod:`halluscope.engine.store`)."""
         opts = {k: getattr(self, k) for k in ("encoder", "layer", "precision", "bertscore_baseline", "nli",
                                               "nli_sentence_first", "nli_evidence", "nli_precision", "sentence_split",
-                                              "llm", "proxy_lm", "qa_stages")}
+                                              "llm", "proxy_lm", "qa_stages", "method_options")}
         return Artefacts(options=opts, models=self._models)
 
     def encoder_model(self):
@@ -230,6 +244,10 @@ class Detector:
                 if ms.evidence is not None:
                     res.evidence[m] = ms.evidence
             results.append(res)
+        if self.claims is not None:
+            from .claims import score_claims
+
+            score_claims(self, items, results)
         return results
 
     def score(
@@ -275,7 +293,7 @@ class Detector:
         if "combination" in self.methods and ordered:
             zm = fixed or combination.combiner(ordered, list(self.combine), "run")
             if fixed is None:  # run-relative: the whole run had to be seen first
-                combination.add_scores(ordered, zm)
+                self._on_claims(lambda items: combination.add_scores(items, zm), zm.components)(ordered)
             settings["combination_stats"] = combination.summary(zm)
         results = Results(items=ordered, errors=errors, methods=list(self.methods), settings=settings)
         if writer and "combination" in self.methods and fixed is None:  # final file: with the run's combination
@@ -308,18 +326,27 @@ class Detector:
         return combination.combiner([], list(self.combine), stats)
 
     def _streamed_combiners(self) -> list[Callable[[list[ItemResult]], Any]]:
-        """Combiners with fixed statistics: applied to each record as soon as it is scored."""
+        """Combiners with fixed statistics: applied to each record (and its claims) as soon as it is scored."""
         out = []
         fixed = self._fixed_combination()
         if fixed is not None:
-            out.append(lambda items: combination.add_scores(items, fixed))
+            out.append(self._on_claims(lambda items: combination.add_scores(items, fixed), fixed.components))
         if self._learned is not None:
-            out.append(self._learned.apply)
+            out.append(self._on_claims(self._learned.apply, self._learned.components))
         if self._calibrated is not None:
             from . import calibration
 
-            out.append(lambda items: calibration.apply(items, self._calibrated))
+            out.append(self._on_claims(lambda items: calibration.apply(items, self._calibrated),
+                                       self._calibrated.components))
         return out
+
+    def _on_claims(self, combine: Callable[[list[ItemResult]], Any], components):
+        """``combine`` as it is, or also applied to the claims when claims are scored (claims.on_claims)."""
+        if self.claims is None:
+            return combine
+        from .claims import on_claims
+
+        return on_claims(combine, components)
 
     def _settings(self, seconds: float, resumed: int) -> dict[str, Any]:
         enc, nli = self._models.get("encoder"), self._models.get("nli")
@@ -334,6 +361,9 @@ class Detector:
             "scorer_seconds": {k: round(v, 3) for k, v in self.timings.items()},
             "resumed": resumed,
         }
+        if self.claims is not None:
+            settings["claims"] = {"splitter": self.claims, "methods": list(self.claim_methods),
+                                  "response": "mean of the claim scores"}
         if self._learned is not None:
             settings["learned"] = {"components": self._learned.components, "weights": self._learned.weights,
                                    "trained_on": self._learned.trained_on}

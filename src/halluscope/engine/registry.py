@@ -1,7 +1,10 @@
 """The method registry: every method of both levels, declared once, next to its implementation.
 
 A method is declared with a :class:`MethodSpec` (a stable name, its level, the artefacts it needs, whether its score
-is bounded, how sentence scores become the response score, its formula and source) and a *build* function. A build
+is bounded, how sentence scores become the response score, its formula and source, and whether it also scores the
+claims of a response: ``claims=True`` for a sentence method that applies to any short standalone text, see
+:mod:`halluscope.claims`; claims are a level of the results, scored by these sentence methods, not a third kind of
+method) and a *build* function. A build
 function receives the names asked for and the run's :class:`~halluscope.engine.store.Artefacts` and returns a scorer
 whose ``score(items)`` gives ``{name: [MethodScores per item]}``. Methods that read the same pass (the ten n-gram
 variants, the two NLI readings, the response components) share one build function and are built once per run.
@@ -54,6 +57,7 @@ class MethodSpec:
     formula: str
     aggregate: str | None = "mean"
     group: str = ""  # methods of one group are computed in one pass (one build per run)
+    claims: bool = False  # a sentence method that scores any short standalone text, so also claims (claims.py)
 
     def __post_init__(self) -> None:
         if self.level not in LEVELS:
@@ -63,6 +67,8 @@ class MethodSpec:
             raise ValueError(f"method {self.name}: unknown needs {unknown}; declare them in NEEDS")
         if self.level == "response" and self.aggregate is not None:
             raise ValueError(f"method {self.name}: a response-level method has no sentence aggregate")
+        if self.claims and self.level != "sentence":
+            raise ValueError(f"method {self.name}: only a sentence method scores claims")
 
     def to_dict(self) -> dict:
         d = asdict(self)

@@ -98,7 +98,7 @@ def _register() -> None:
     from ..engine.registry import MethodSpec, register
 
     register(MethodSpec("bertscore", level="sentence", needs=("sentences", "sample_sentences", "token_embeddings"),
-                        bounded=True, source="SelfCheckGPT (Manakul et al. 2023) §5.1, Eq. 6",
+                        bounded=True, claims=True, source="SelfCheckGPT (Manakul et al. 2023) §5.1, Eq. 6",
                         formula="1 - mean over samples of the best BERTScore F1 against the sample's sentences"),
              build=lambda names, art: BERTScoreScorer(art.encoder(), baseline=art.option("bertscore_baseline")))
 

@@ -77,7 +77,7 @@ class EntityScorer:
 def _register() -> None:
     from ..engine.registry import MethodSpec, register
 
-    register(MethodSpec("entity", level="sentence", needs=("sentences", "entities"), bounded=True,
+    register(MethodSpec("entity", level="sentence", needs=("sentences", "entities"), bounded=True, claims=True,
                         source="halluscope (issue 3): agreement of named entities, numbers and dates",
                         formula="1 - min over the sentence's named entities e of the share of samples containing e"),
              build=lambda names, art: EntityScorer())

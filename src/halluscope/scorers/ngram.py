@@ -194,9 +194,10 @@ def _register() -> None:
                 method_name(n, agg), level="sentence", needs=("sentences", "sample_sentences", "ngram_model"),
                 bounded=False, source="SelfCheckGPT (Manakul et al. 2023) §5.3, Eq. 13-14",
                 formula=f"{how} over the sentence's tokens of -log p~ under a {n}-gram model of samples + response",
-                aggregate="token-mean" if agg == "avg" else "mean", group="ngram"))
+                aggregate="token-mean" if agg == "avg" else "mean", group="ngram", claims=True))
     specs.append(MethodSpec(
         REL, level="sentence", needs=("sentences", "sample_sentences", "ngram_model"), bounded=True, group="ngram",
+        claims=True,
         source="SelfCheckGPT Eq. 14 (unigram Max) over its upper bound log T (halluscope)",
         formula="max over the sentence's tokens of -log p~ (unigram model of samples + response) / log T, T tokens "
                 "counted: 1 = a token no sample contains"))

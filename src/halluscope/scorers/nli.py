@@ -133,10 +133,10 @@ def _register() -> None:
 
     needs = ("sentences", "sample_sentences", "sentence_embeddings", "nli")
     register(
-        MethodSpec("nli", level="sentence", needs=needs, bounded=True, group="nli",
+        MethodSpec("nli", level="sentence", needs=needs, bounded=True, group="nli", claims=True,
                    source="SelfCheckGPT (Manakul et al. 2023) §5.4, Eq. 10 (SelfCheck-NLI)",
                    formula="mean over samples of p_c / (p_e + p_c), premise = the sample's k closest sentences"),
-        MethodSpec("nli_support", level="sentence", needs=needs, bounded=True, group="nli",
+        MethodSpec("nli_support", level="sentence", needs=needs, bounded=True, group="nli", claims=True,
                    source="the support question of AlignScore (Zha et al. 2023) and MiniCheck (Tang et al. 2024)",
                    formula="mean over samples of 1 - p_e (the sentence is not entailed by the sample's evidence)"),
         build=_build)

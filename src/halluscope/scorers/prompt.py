@@ -77,7 +77,7 @@ class PromptScorer:
 def _register() -> None:
     from ..engine.registry import MethodSpec, register
 
-    register(MethodSpec("prompt", level="sentence", needs=("sentences", "llm"), bounded=True,
+    register(MethodSpec("prompt", level="sentence", needs=("sentences", "llm"), bounded=True, claims=True,
                         source="SelfCheckGPT (Manakul et al. 2023) §5.5 (SelfCheck-Prompt)",
                         formula="mean over samples of the LLM's verdict 'supported by the sample?': Yes 0, No 1, "
                                 "other 0.5"),

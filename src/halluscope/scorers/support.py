@@ -85,7 +85,7 @@ class SupportScorer:
 def _register() -> None:
     from ..engine.registry import MethodSpec, register
 
-    register(MethodSpec("support", level="sentence", needs=("sentences",), bounded=True,
+    register(MethodSpec("support", level="sentence", needs=("sentences",), bounded=True, claims=True,
                         source="halluscope (issue 3): word support across samples",
                         formula="1 - min over the sentence's content words w of (#samples containing w) / N"),
              build=lambda names, art: SupportScorer())
