@@ -92,14 +92,14 @@ def example_path() -> Path:
 
 
 def _detector(methods, encoder, layer, nli, baseline=None, combine=None, precision="auto", split="rule",
-              learned=None, nli_evidence="3", nli_precision="auto"):
+              learned=None, nli_evidence="3", nli_precision="auto", claims=None):
     from ..pipeline import Detector
 
     try:
         ev = nli_evidence if nli_evidence == "sample" else int(nli_evidence)
         return Detector(methods=methods, encoder=encoder, layer=layer, nli=nli, bertscore_baseline=baseline,
                         combine=combine, precision=precision, sentence_split=split, learned=learned,
-                        nli_evidence=ev, nli_precision=nli_precision)
+                        nli_evidence=ev, nli_precision=nli_precision, claims=claims)
     except ValueError as e:
         err.print(f"[red]error:[/] {e}")
         raise typer.Exit(2)
@@ -132,9 +132,33 @@ def show_results(results, primary: str | None = None) -> None:
                 body.append(f"{{label {it.labels[i]:g}}}", style="dim")
             body.append(" ")
         console.print(body)
+        if it.claims is not None:
+            _show_claims(it, primary, infos)
         console.print()
     console.print(f"[dim]shading: {primary} ({'bounded [0,1]' if bounded else 'z-score, logistic'}); "
                   f"{len(results.items)} records scored in {results.settings.get('seconds', 0):.1f}s[/]")
+
+
+def _show_claims(it, primary: str, infos: dict) -> None:
+    """A record's claims under its sentences: [sentence number] claim, shaded by its score (the primary method's,
+    else the first claim method's), with the evidence of the first method that keeps some."""
+    m = primary if primary in it.claim_scores else next(iter(it.claim_scores), None)
+    if m is None:
+        return
+    bounded = bool(infos.get(m, {}).get("bounded", True))
+    head = Text("  claims: " + "  ".join(f"{k}={v:.3f}" for k, v in it.claim_passage_scores.items()), style="dim")
+    console.print(head)
+    ev_m = next(iter(it.claim_evidence), None)
+    for k, c in enumerate(it.claims):
+        line = Text(f"  [{c.sentence + 1}] ", style="dim")
+        sc = it.claim_scores[m][k]
+        line.append(c.text, style=_shade(sc, bounded))
+        line.append(f" [{m} {sc:.2f}]", style="dim")
+        ev = it.claim_evidence[ev_m][k] if ev_m else None
+        if ev:
+            line.append(f" {ev_m}: " + (", ".join(f"{a}={b}" for a, b in ev.items()) if isinstance(ev, dict)
+                                         else str(ev)), style="dim")
+        console.print(line)
 
 
 def _read_records_or_exit(path: Path):

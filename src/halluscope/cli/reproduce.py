@@ -185,3 +185,39 @@ def reproduce_layers(
     console.print(_table(out, title=f"BERTScore by encoder layer ({encoder or 'minilm'}, {precision}), "
                          f"passages {passages or 'all'}"))
 
+
+@reproduce_app.command("claims")
+@fails
+def reproduce_claims_cmd(
+    methods: Optional[str] = typer.Option("ngram1_max_rel,bertscore,nli_support,entity,luq,combination,probability",
+                                          "--methods", "-m", help="Sentence methods (scored on sentences and on "
+                                          "claims) and response-level methods such as luq."),
+    claims: str = typer.Option("rule", "--claims", help="Claim splitter: 'rule' (offline parse) or 'llm'."),
+    data: Optional[Path] = DataOpt,
+    passages: Optional[str] = typer.Option(None, "--passages", help="Subset by position, e.g. '0-118' or '0,4,8'."),
+    samples: Optional[int] = typer.Option(None, "--samples", help="Use only the first K samples of each passage."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Results .jsonl, written as the run goes."),
+    resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run from --output (a finished "
+                                "file is evaluated again without rescoring)."),
+    nli_evidence: str = NliEvidenceOpt,
+    llm_model: Optional[str] = typer.Option(None, "--llm-model", help="LLM of --claims llm and 'prompt'."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible server for the LLM."),
+    as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON keyed by row."),
+):
+    """Claims and LUQ on WikiBio GPT-3: sentence AUC-PR with each sentence scored by the max or the mean of its
+    claims, passage Pearson/Spearman of the mean over the claims and of response-level methods (issue 17)."""
+    from ..evaluation.claims import reproduce_claims
+    from ..evaluation.paper import paper_row
+
+    det = _detector(methods, None, None, None, nli_evidence=nli_evidence, claims=claims)
+    if claims == "llm" or "prompt" in det.methods:
+        det.llm = _sampler(llm_model, base_url, "auto", False, "OPENAI_API_KEY", None)
+    figures, res = reproduce_claims(det, data, _parse_range(passages), samples, output, resume, progress=True)
+    if as_json:
+        print(json.dumps(json_safe(figures), indent=1))
+        return
+    paper = {m: paper_row(m) for m in figures}
+    n_claims = sum(len(it.claims or []) for it in res.items)
+    console.print(_table(figures, paper, title=f"WikiBio GPT-3, {len(res)} passages, {n_claims} claims: ours "
+                         "(SelfCheckGPT's Table 3 below where the method is in the paper)"))
+
