@@ -64,6 +64,8 @@ def score(
     baseline: Optional[Path] = typer.Option(None, "--bertscore-baseline", help="bert_score baseline file (rescaling)."),
     combine: Optional[str] = typer.Option(None, "--combine", help="Methods averaged by 'combination'."),
     qa_stage: Optional[list[str]] = QaStageOpt,
+    claims: Optional[str] = typer.Option(None, "--claims", help="Also split each sentence into atomic claims and "
+                                         "score them: 'rule' (offline parse) or 'llm' (needs an LLM)."),
     engine: str = typer.Option("local", "--engine", help="'local' (this process) or 'ray': a Ray cluster scores "
                                "PATH (a file, folder or glob of shards) into Parquet parts under -o OUT/."),
     address: Optional[str] = typer.Option(None, "--address", help="With --engine ray: 'auto' or ray://HOST:PORT "
@@ -75,13 +77,15 @@ def score(
     from ..io import write_results
 
     if engine != "local":
+        if claims:
+            raise ValueError("--claims runs with --engine local (the Ray output holds sentences and answers only)")
         return _score_on_ray(engine, path, output, resume, address, actors, as_json, dict(
             methods=methods, encoder=encoder, layer=layer, precision=precision, sentence_split=split, nli=nli,
             nli_evidence=nli_evidence if nli_evidence == "sample" else int(nli_evidence),
             nli_precision=nli_precision, bertscore_baseline=str(baseline) if baseline else None, combine=combine))
     recs, errors = _read_records_or_exit(path or example_path())
     det = _detector(methods, encoder, layer, nli, str(baseline) if baseline else None, combine, precision, split,
-                    nli_evidence=nli_evidence, nli_precision=nli_precision)
+                    nli_evidence=nli_evidence, nli_precision=nli_precision, claims=claims)
     det.qa_stages = _qa_stages(qa_stage)
     stream = output if output is not None and output.suffix.lower() == ".jsonl" else None
     res = det.score(recs, output=stream, resume=resume, progress=True)
