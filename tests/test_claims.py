@@ -1,0 +1,166 @@
+"""Claims (issue 17): the rule splitter on real WikiBio sentences, claims in the results schema, a detector run that
+scores claims on the shared caches, and LUQ against a direct computation from the NLI probabilities."""
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from halluscope import Detector
+from halluscope.claims import LLMSplitter, RuleSplitter, parse_claims
+from halluscope.types import Claim, ItemResult, Results
+
+
+def test_rule_splitter_gives_the_claims_of_real_wikibio_sentences(wikibio):
+    first, second, third = wikibio[0].sentences[0], wikibio[0].sentences[2], wikibio[2].sentences[0]
+    assert first == "John Russell Reynolds (1820–1876) was an English lawyer, judge, and author."
+    assert second == "He was called to the bar in 1845, and became a Queen's Counsel in 1859."
+    assert third.startswith("Rick Mahler (born Richard Alan Mahler on April 18, 1957")
+    sp = RuleSplitter()
+    a, b, c, d = sp.claims_of([first, second, third, "John Smith (born 1950) is an American actor and singer."])
+    assert a == ("John Russell Reynolds (1820–1876) was an English lawyer.", "John Russell Reynolds was a judge.",
+                 "John Russell Reynolds was an author.")
+    assert b == ("He was called to the bar in 1845.", "He became a Queen's Counsel in 1859.")
+    assert c == ("Rick Mahler was born Richard Alan Mahler on April 18, 1957 in Atlanta, Georgia.",
+                 "Rick Mahler was an American professional baseball pitcher.",
+                 "Rick Mahler played for the Atlanta Braves, Cincinnati Reds, Montreal Expos, and Minnesota Twins "
+                 "of Major League Baseball (MLB) from 1978 to 1990.")
+    assert d == ("John Smith was born in 1950.", "John Smith is an American actor.", "John Smith is a singer.")
+    # disjunctions, shared complements and proper-name coordinations stay whole
+    assert sp.claims_of(["Hogan wrote or co-wrote most of the songs."])[0] == (
+        "Hogan wrote or co-wrote most of the songs.",)
+    claims = sp.split([wikibio[0].sentences[:3]])[0]
+    assert [c.sentence for c in claims] == [0, 0, 0, 1, 1, 2, 2]
+    assert claims[5] == Claim("He was called to the bar in 1845.", 2)
+
+
+def test_llm_splitter_reads_one_claim_per_line_and_keeps_sentence_indices():
+    from halluscope.llm import Sampler
+    from halluscope.llm.base import Backend, Generation
+
+    class Scripted(Backend):  # answers like an instruction-tuned model, then starts a new prompt
+        kind, model = "scripted", "claims"
+
+        def __init__(self):
+            self.prompts = []
+
+        def complete(self, prompt, params):
+            self.prompts.append(prompt)
+            if "Paris" in prompt.split("Sentence:")[-1]:
+                return Generation("- Ada lives in Paris.\n2) Ada is a painter.\n- Ada lives in Paris.\nSentence: x")
+            return Generation("   \n")  # nothing usable: the sentence is its own claim
+
+    be = Scripted()
+    out = LLMSplitter(Sampler(be)).split([["Ada was born in 1990.", "She lives in Paris and paints."]])[0]
+    assert out == [Claim("Ada was born in 1990.", 0), Claim("Ada lives in Paris.", 1), Claim("Ada is a painter.", 1)]
+    assert "Context: Ada was born in 1990.\nSentence: She lives in Paris and paints." in be.prompts[1]
+    assert parse_claims("1. A is B.\n* C is D.\nClaims:\nE") == ["A is B.", "C is D."]
+
+
+def _item_with_claims() -> ItemResult:
+    it = ItemResult(id="r1", sentences=["A was born in 1950 and died in 2000.", "A was a painter."],
+                    sentence_scores={"nli": [0.2, 0.9]}, passage_scores={"nli": 0.55}, labels=[0.0, 1.0])
+    it.claims = [Claim("A was born in 1950.", 0), Claim("A died in 2000.", 0), Claim("A was a painter.", 1)]
+    it.claim_scores = {"nli": [0.1, 0.7, 0.9]}
+    it.claim_passage_scores = {"nli": float(np.mean([0.1, 0.7, 0.9]))}
+    it.claim_evidence = {"nli": [{"sample": 0}, {"sample": 2}, {"sample": 1}]}
+    it.flags = {"threshold": 0.5, "sentences": [False, True], "response": True, "claims": [False, True, True],
+                "claims_response": True}
+    return it
+
+
+def test_claims_round_trip_through_dicts_json_and_the_claim_table(tmp_path):
+    from halluscope.claims import sentence_scores_from_claims
+    from halluscope.io import read_results, write_results
+
+    it = _item_with_claims()
+    back = ItemResult.from_dict(json.loads(json.dumps(it.to_dict())))
+    assert back == it
+    plain = ItemResult(id="p", sentences=["x."], sentence_scores={"nli": [0.3]}, passage_scores={"nli": 0.3})
+    assert "claims" not in plain.to_dict() and ItemResult.from_dict(plain.to_dict()).claims is None
+    res = Results(items=[it, plain], methods=["nli"])
+    path = write_results(res, tmp_path / "r.jsonl")
+    assert read_results(path).items[0] == it
+    df = res.to_df("claim")
+    assert list(df["claim"]) == [c.text for c in it.claims] and list(df["sentence_index"]) == [0, 0, 1]
+    assert list(df["label"]) == [0.0, 0.0, 1.0] and list(df["flagged"]) == [False, True, True]
+    assert df["nli"].tolist() == [0.1, 0.7, 0.9]
+    assert res.to_df("passage")["claims_nli"].iloc[0] == pytest.approx(0.5666666)
+    assert sentence_scores_from_claims(it, "nli", "max") == [0.7, 0.9]
+    assert sentence_scores_from_claims(it, "nli", "mean") == pytest.approx([0.4, 0.9])
+
+
+def _trimmed(records, k: int, sentences: int = 3, samples: int = 3) -> list[dict]:
+    out = []
+    for r in records[:k]:
+        out.append({"id": r.id, "response": " ".join(r.sentences[:sentences]), "samples": r.samples[:samples],
+                    "sentences": r.sentences[:sentences], "labels": r.labels[:sentences]})
+    return out
+
+
+def test_detector_scores_claims_on_the_shared_nli_cache(detector_models, wikibio):
+    """Claims of 2 WikiBio passages: scores in range, the calibrated probability on claims, and the NLI pairs of a
+    claim that equals its sentence come from the cache (each piece through the model once, counted)."""
+    from halluscope.models.nli import load_nli
+
+    nli = load_nli()  # a fresh cache, so the count is this test's
+    seen = []
+    forward = nli._forward
+    nli._forward = lambda pairs: (seen.extend(pairs), forward(pairs))[1]
+    recs = _trimmed([wikibio[0], wikibio[1]], 2)
+    det = Detector(methods="nli,nli_support,bertscore,entity,ngram1_max_rel,probability", claims="rule")
+    det._models.update(encoder=detector_models[0], nli=nli)
+    res = det.score(recs)
+    assert seen and len(seen) == len(set(seen))
+    same = 0
+    for it in res.items:
+        assert it.claims and {c.sentence for c in it.claims} == set(range(len(it.sentences)))
+        for m in det.claim_methods:
+            v = np.asarray(it.claim_scores[m])
+            assert len(v) == len(it.claims) and np.isfinite(v).all()
+            assert it.claim_passage_scores[m] == pytest.approx(v.mean())
+        for m in ("nli", "nli_support", "bertscore", "entity", "ngram1_max_rel", "probability"):
+            assert all(0.0 <= x <= 1.0 for x in it.claim_scores[m]), m
+        assert len(it.flags["claims"]) == len(it.claims) and 0 <= it.claim_passage_scores["probability"] <= 1
+        for k, c in enumerate(it.claims):
+            if c.text == it.sentences[c.sentence]:  # the same (premise, hypothesis) pairs as the sentence's
+                same += 1
+                assert it.claim_scores["nli"][k] == it.sentence_scores["nli"][c.sentence]
+    assert same >= 1  # Matthew Aylmer's passage has sentences that are one claim
+    n = len(seen)
+    det.score(recs)
+    assert len(seen) == n  # a second run: every pair from the cache
+
+
+def test_luq_agrees_with_a_direct_computation_and_shares_the_nli_pairs(detector_models, wikibio):
+    from halluscope.models.nli import load_nli
+
+    nli = load_nli()
+    seen = []
+    forward = nli._forward
+    nli._forward = lambda pairs: (seen.extend(pairs), forward(pairs))[1]
+    rec = _trimmed([wikibio[1]], 1)[0]
+    det = Detector(methods="nli,luq", nli_evidence="sample")
+    det._models.update(encoder=detector_models[0], nli=nli)
+    it = det.score([rec]).items[0]
+    p = nli.probs([(smp, s) for s in rec["sentences"] for smp in rec["samples"]]).astype(float).reshape(3, 3, 3)
+    direct = 1.0 - np.mean(p[..., 0] / (p[..., 0] + p[..., 2]))
+    assert it.passage_scores["luq"] == pytest.approx(direct, abs=1e-6)  # float32 probabilities
+    assert "luq" not in it.sentence_scores and len(it.evidence["luq"]) == 3
+    # with whole samples as the NLI premise, LUQ reads exactly the pairs of SelfCheck-NLI: nothing computed twice
+    assert it.passage_scores["luq"] == pytest.approx(np.mean(it.sentence_scores["nli"]), abs=1e-6)
+    assert len(seen) == len(set(seen))
+
+
+def test_score_cli_with_claims_prints_and_writes_claims(tmp_path):
+    from halluscope.cli import app
+
+    out = tmp_path / "r.json"
+    r = CliRunner().invoke(app, ["score", "--claims", "rule", "-m", "ngram1_max_rel,entity", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "claims: ngram1_max_rel=" in r.output
+    items = json.loads(out.read_text())["items"]
+    assert all(it["claims"] and len(it["claim_scores"]["entity"]) == len(it["claims"]) for it in items)
+    bad = CliRunner().invoke(app, ["score", "--claims", "llm", "-m", "ngram1_max_rel"])
+    assert bad.exit_code == 2 and "needs an LLM" in bad.output
