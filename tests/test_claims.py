@@ -164,3 +164,18 @@ def test_score_cli_with_claims_prints_and_writes_claims(tmp_path):
     assert all(it["claims"] and len(it["claim_scores"]["entity"]) == len(it["claims"]) for it in items)
     bad = CliRunner().invoke(app, ["score", "--claims", "llm", "-m", "ngram1_max_rel"])
     assert bad.exit_code == 2 and "needs an LLM" in bad.output
+
+
+def test_html_report_carries_each_sentences_claims_with_scores_and_evidence(tmp_path):
+    from halluscope.report.html import build_report
+
+    it = _item_with_claims()
+    it.labels = None
+    path = build_report(Results(items=[it], methods=["nli"]), tmp_path / "r.html", samples={"r1": ["s0", "s1", "s2"]})
+    html = path.read_text()
+    data = json.loads(html.split('<script id="data" type="application/json">')[1].split("</script>")[0])
+    claims = data["passages"][0]["claims"]
+    assert [c["text"] for c in claims] == ["A was born in 1950.", "A died in 2000.", "A was a painter."]
+    assert claims[1]["sentence"] == 0 and claims[1]["scores"]["nli"] == 0.7
+    assert claims[1]["evidence"]["nli"] == 'sample 2: "s2"'
+    assert "function claimsHtml" in html

@@ -274,8 +274,21 @@ def _passages(results: Results, methods: list[str], samples: dict | None) -> lis
         out.append({"id": it.id, "prompt": it.prompt, "sentences": it.sentences, "labels": it.labels,
                     "scores": {m: it.sentence_scores[m] for m in methods}, "passage": it.passage_scores,
                     "shade": {m: shades[m][k] for m in methods}, "rank": {m: ranks[m][k] for m in ranks},
-                    "evidence": ev})
+                    "evidence": ev, **_claims_data(it, smp)})
     return out
+
+
+def _claims_data(it, samples: list[str] | None) -> dict:
+    """A record's claims for the sentence panel: text, sentence index, score per method, evidence as text; and the
+    mean over the claims per method. Empty when the record was scored without claims."""
+    if it.claims is None:
+        return {}
+    claims = [{"text": c.text, "sentence": c.sentence,
+               "scores": {m: v[k] for m, v in it.claim_scores.items()},
+               "evidence": {m: _evidence_text(v[k], samples) for m, v in it.claim_evidence.items()
+                            if k < len(v) and v[k] is not None}}
+              for k, c in enumerate(it.claims)]
+    return {"claims": claims, "claims_passage": it.claim_passage_scores}
 
 
 def _summary(results: Results, methods: list[str], source: str) -> dict:
@@ -335,7 +348,7 @@ td:first-child,th:first-child{text-align:left}tr.paper td{color:#888;font-style:
 .s.sel{outline:2px solid #1565c0}.lab{font-size:10px;vertical-align:super;color:#555;margin-left:1px}
 #panel{position:fixed;right:16px;bottom:16px;width:380px;max-height:55vh;overflow:auto;background:#fff;
 border:1px solid #999;border-radius:6px;box-shadow:0 2px 10px rgba(0,0,0,.2);padding:10px 12px;display:none;font-size:13px;z-index:10}
-#panel table{width:100%}#panel td{text-align:left;vertical-align:top}
+.claim{margin:4px 0;padding:3px 0;border-top:1px solid #eee}#panel table{width:100%}#panel td{text-align:left;vertical-align:top}
 .controls{position:sticky;top:0;background:#fafafa;padding:8px 0;border-bottom:1px solid #ddd;z-index:2}
 .legend span{display:inline-block;width:18px;height:12px;margin:0 1px;vertical-align:middle}
 """
@@ -382,8 +395,23 @@ function show(ev){
   D.methods.forEach(x => { h += '<tr><td>' + x + '</td><td>' + fmt(p.scores[x][i]) + '</td><td>' +
     (p.rank[x] ? p.rank[x][i] : '-') + '</td></tr>';
     if (p.evidence[x]) h += '<tr><td colspan=3 style="color:#555">evidence: ' + String(p.evidence[x][i]).replace(/</g, '&lt;') + '</td></tr>'; });
-  panel.innerHTML = h + '</table><p style="color:#888">click another sentence, or Esc to close</p>';
+  h += '</table>' + claimsHtml(p, i);
+  panel.innerHTML = h + '<p style="color:#888">click another sentence, or Esc to close</p>';
   panel.style.display = 'block';
+}
+function claimsHtml(p, i){
+  if (!p.claims) return '';
+  const esc = x => String(x).replace(/</g, '&lt;');
+  const mine = p.claims.filter(c => c.sentence === i);
+  let h = '<p><b>claims</b> (' + mine.length + ' of this sentence; mean over the answer\'s claims: ' +
+    Object.entries(p.claims_passage).map(([m, v]) => m + ' ' + fmt(v)).join(', ') + ')</p>';
+  mine.forEach(c => {
+    h += '<div class="claim"><span style="background:' + colour(c.scores[document.getElementById('method').value] ?? 0) + '">' + esc(c.text) +
+      '</span><br><small>' + Object.entries(c.scores).map(([m, v]) => m + ' ' + fmt(v)).join(' &middot; ');
+    Object.entries(c.evidence).forEach(([m, e]) => { h += '<br>' + m + ' evidence: ' + esc(e); });
+    h += '</small></div>';
+  });
+  return h;
 }
 document.addEventListener('keydown', e => { if (e.key === 'Escape') document.getElementById('panel').style.display = 'none'; });
 document.getElementById('method').addEventListener('change', render);
