@@ -462,7 +462,9 @@ class RuleSplitter:
         todo = [s for s in dict.fromkeys(sentences) if s not in _RULE_CACHE]
         for s, doc in zip(todo, _nlp().pipe(todo, batch_size=64)):
             sents = list(doc.sents)  # a sentence the parser reads as several is left whole (its parse is unsure)
-            _RULE_CACHE[s] = tuple(sentence_claims(sents[0])) if len(sents) == 1 else (s.strip(),)
+            claims = tuple(sentence_claims(sents[0])) if len(sents) == 1 else (s.strip(),)
+            # a sentence that is one claim stays as written, so its scores and cached NLI pairs are the sentence's
+            _RULE_CACHE[s] = (s.strip(),) if claims == (tidy(s),) else claims
         return [_RULE_CACHE[s] for s in sentences]
 
     def split(self, responses: Sequence[Sequence[str]]) -> list[list[Claim]]:
