@@ -145,6 +145,7 @@ def test_metrics_and_docs(server):
     m = httpx.get(server.url + "/metrics", headers=h)
     assert m.status_code == 200 and "halluscope_answers_scored_total" in m.text
     assert "halluscope_batch_size_bucket" in m.text
+    assert httpx.get(server.url + "/healthz").json() == {"status": "ok", "schema": "0001"}  # migrated schema
     docs = httpx.get(server.url + "/openapi.json").json()
     assert {"/v1/check", "/v1/jobs", "/v1/results", "/v1/stats"} <= set(docs["paths"])
 
@@ -253,13 +254,20 @@ def test_calibrate_from_db_and_live_reload(tmp_path, wikibio):
                 for i, lab in enumerate(labels[row["record_id"]]):
                     c.review(row["id"], i, "inaccurate" if lab > 0.499 else "accurate")
             before = c.check(**SHORT[0])
+            for row in rows[:4]:  # whole answers too: exported as graded answers for `ensemble tune`
+                c.review(row["id"], None, "inaccurate" if sum(labels[row["record_id"]]) > 2 else "accurate")
+        graded = tmp_path / "graded.jsonl"
         r = subprocess.run([sys.executable, "-m", "halluscope", "calibrate", "--from-db", dbf, "-o", str(cal),
-                            "--base", str(cal)], capture_output=True, text=True, timeout=300)
+                            "--base", str(cal), "--graded-out", str(graded)], capture_output=True, text=True,
+                           timeout=300)
         assert r.returncode == 0, r.stderr
         rep = json.loads(next(x for x in r.stdout.splitlines() if x.startswith("{")))
         assert rep["sentences_reviewed"] == sum(len(v) for v in labels.values())
         assert {"ece", "brier", "auroc"} <= set(rep["sentence"]["after_cv"])
         assert "refitted from reviews" in json.loads(cal.read_text())["probability"]["fitted_on"]
+        exported = [json.loads(x) for x in graded.read_text().splitlines()]
+        assert [g["id"] for g in exported] == [row["id"] for row in rows[:4]]
+        assert all(len(g["samples"]) == 3 and isinstance(g["correct"], bool) for g in exported)
 
         async def burst():
             async with AsyncClient(s.url, key=s.admin_key) as ac:

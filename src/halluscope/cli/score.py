@@ -293,6 +293,8 @@ def calibrate_cmd(
                                           "database (a SQLite path or URL) instead; reports before/after by CV."),
     base: Optional[Path] = typer.Option(None, "--base", help="With --from-db: the calibration refitted (default: "
                                         "the packaged one)."),
+    graded_out: Optional[Path] = typer.Option(None, "--graded-out", help="With --from-db: also write the answers "
+                                              "reviewed as a whole as graded JSONL, for `ensemble tune` (weights)."),
 ):
     """Fit the default probability: z statistics and sentence Platt scaling on WikiBio passages 0-118, answer Platt
     scaling on SAC3 NQ-Open's graded answers; or, with --from-db, refit the Platt scalings from reviewers' marks
@@ -308,6 +310,8 @@ def calibrate_cmd(
                               f"{b['brier']:.3f} -> {a['brier']:.3f}, AUROC {b['auroc']:.3f} -> {a['auroc']:.3f} "
                               "(after: 5-fold cross-validation)")
         print(json.dumps(rep))
+        if graded_out:
+            _write_graded(from_db, graded_out)
     else:
         content = calibration.calibrate(data, wikibio, graded, progress=True)
     calibration.save(content, out)
@@ -315,6 +319,16 @@ def calibrate_cmd(
     console.print(f"sentences: p = sigmoid({p['sentence']['a']:.3f} z {p['sentence']['b']:+.3f}); answers: p = "
                   f"sigmoid({p['response']['a']:.3f} z {p['response']['b']:+.3f})")
     err.print(f"written to {out}")
+
+
+def _write_graded(db: str, out: Path) -> None:
+    from ..serve.db import make_engine
+    from ..serve.store import graded_answers
+
+    rows = graded_answers(make_engine(db))
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    err.print(f"{len(rows)} graded answers written to {out} (tune the ensemble: halluscope ensemble tune {out} -o "
+              "ensemble.json)")
 
 
 @app.command("methods")

@@ -206,6 +206,18 @@ def reviewed_items(engine: sa.Engine) -> tuple[list[tuple[ItemResult, list[float
     return sentences, answers
 
 
+def graded_answers(engine: sa.Engine) -> list[dict]:
+    """Answers reviewed as a whole, as graded records (prompt, response, samples, correct: the latest review says
+    accurate), the input of ``halluscope ensemble tune``."""
+    with engine.connect() as c:
+        rows = c.execute(sa.select(results.c.uid, results.c.data, reviews.c.label)
+                         .join(reviews, reviews.c.result_id == results.c.id)
+                         .where(reviews.c.sentence.is_(None)).order_by(reviews.c.id)).all()
+    latest = {uid: (data, label) for uid, data, label in rows}
+    return [{"id": uid, "prompt": d.get("prompt"), "response": d["response"], "samples": d.get("samples", []),
+             "correct": label == "accurate"} for uid, (d, label) in latest.items()]
+
+
 def stats(engine: sa.Engine, *, since=None, until=None, tags=None, bucket: str = "hour", group: str | None = None,
           bins: int = 10) -> dict:
     """Hallucination rate (share of flagged answers) and mean probability per time bucket, per value of the tag
