@@ -71,7 +71,7 @@ def score(
     address: Optional[str] = typer.Option(None, "--address", help="With --engine ray: 'auto' or ray://HOST:PORT "
                                           "(default: the running Ray, else a local one)."),
     actors: Optional[int] = typer.Option(None, "--actors", help="With --engine ray: scoring actors (default: one "
-                                         "per GPU, else one per 4 CPUs)."),
+                                         "per GPU, else one per CPU)."),
 ):
     """Score every sentence of each record's response against its samples, and each passage as a whole."""
     from ..io import write_results

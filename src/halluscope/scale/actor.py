@@ -16,7 +16,9 @@ import socket
 import time
 from typing import Any
 
-from .shards import _digest, _plain, plan_batches, record_dict, shard_key
+from .shards import digest, plain_value, plan_batches, record_dict, shard_key
+
+ACTOR_TEXT_CACHE = 20_000  # encoder texts an actor keeps (~0.4 GB of token vectors; a batch needs a few thousand)
 
 
 def to_parquet(df) -> bytes:
@@ -31,7 +33,10 @@ def to_parquet(df) -> bytes:
 class ScoreActor:
     """Holds one Detector for the actor's life: its models are loaded here, once, in the actor's process
     (``halluscope.engine.store`` shares them with every later batch), and ``threads`` caps torch's CPU threads at
-    the CPUs the actor was given, so actors on one node do not oversubscribe its cores."""
+    the CPUs the actor was given, so actors on one node do not oversubscribe its cores. An actor lives for the
+    whole run, so its caches are bounded: the encoder keeps at most ``ACTOR_TEXT_CACHE`` texts and the NLI pairs
+    are forgotten after each batch (one process keeps them for the run; records rarely share texts, and where they
+    do the scores differ only by the encoder's batch rounding)."""
 
     def __init__(self, detector_kwargs: dict[str, Any], threads: int | None = None):
         t0 = time.perf_counter()
@@ -43,6 +48,9 @@ class ScoreActor:
 
         self.detector = Detector(**detector_kwargs)
         self.detector.scorers()  # loads the models of the chosen methods now, not inside the first batch
+        encoder = self.detector.artefacts().models.get("encoder")
+        if encoder is not None and hasattr(encoder, "cache_size"):
+            encoder.cache_size = min(encoder.cache_size, ACTOR_TEXT_CACHE)
         self.load_seconds = round(time.perf_counter() - t0, 3)
         self.name = f"{socket.gethostname()}:{os.getpid()}"
 
@@ -54,7 +62,7 @@ class ScoreActor:
 
     def score_row(self, row: dict[str, Any]) -> dict[str, Any]:
         """Score the records of one batch row; their validation errors and the row's own travel with the result."""
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         records = json.loads(row["records"])
         errors = json.loads(row["errors"])
         out = {"sentence": b"", "passage": b"", "n_records": 0, "n_sentences": 0, "scorer_seconds": "{}"}
@@ -64,9 +72,12 @@ class ScoreActor:
             out.update(sentence=to_parquet(res.to_df("sentence")), passage=to_parquet(res.to_df("passage")),
                        n_records=len(res.items), n_sentences=sum(len(it.sentences) for it in res.items),
                        scorer_seconds=json.dumps(self.detector.timings))
+            for model in self.detector.artefacts().models.values():  # bounded memory over a long run
+                getattr(model, "clear_cache", lambda: None)()
         return {"shard": row["shard"], "batch": int(row["batch"]), "n_batches": int(row["n_batches"]),
                 "failed": bool(row["failed"]), "errors": json.dumps(errors), **out,
-                "seconds": time.perf_counter() - t0, "actor": self.name, "load_seconds": self.load_seconds}
+                "seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0, "actor": self.name,
+                "load_seconds": self.load_seconds}
 
 
 def dataset_rows(batch, chunk_size: int, batch_tokens: int, done: Any = None):
@@ -81,12 +92,12 @@ def dataset_rows(batch, chunk_size: int, batch_tokens: int, done: Any = None):
         import ray
 
         done = ray.get(done)
-    objs = [{k: _plain(v) for k, v in r.items()} for r in batch.to_dict("records")]
+    objs = [{k: plain_value(v) for k, v in r.items()} for r in batch.to_dict("records")]
     objs = [o for o in objs if not done or str(o.get("id")) not in done]
     records, errors = records_from_objects(objs)
     rows = []
     for i, b in enumerate(plan_batches(records, chunk_size, batch_tokens) or ([[]] if errors else [])):
-        ids = "\n".join(r.id for r in b) or _digest(json.dumps([e.to_dict() for e in errors]))
+        ids = "\n".join(r.id for r in b) or digest(json.dumps([e.to_dict() for e in errors]))
         rows.append({"shard": shard_key("dataset", ids), "batch": 0, "n_batches": 1, "failed": False,
                      "records": json.dumps([record_dict(r) for r in b]),
                      "errors": json.dumps([e.to_dict() for e in errors]) if i == 0 else "[]"})

@@ -2,10 +2,10 @@
 
 With the default methods the combination uses packaged statistics and is computed inside each batch, like every
 other score. When one of its components has no packaged statistics (e.g. ``ngram1_max``), or with
-``combination_stats="run"``, one process normalizes every component over all the run's sentences; on Ray the actors leave the
-combination out, and once every shard is written this step fits the statistics on every sentence part (in part
-order: the order of one process over the same input) and adds the ``combination`` column to every part, where one
-process puts it (after the other scores, before ``flagged``). Each part is rewritten atomically.
+``combination_stats="run"``, one process normalizes every component over all the run's sentences; on Ray the
+actors leave the combination out, and once every shard is written this step fits the statistics on every sentence
+part (in part order: the order of one process over the same input) and adds the ``combination`` column to every
+part, where one process puts it (after the other scores, before ``flagged``). Each part is rewritten atomically.
 """
 
 from __future__ import annotations
@@ -40,8 +40,10 @@ def finish_combination(out: Path, det) -> dict:
 
     comps = list(det.combine)
     sentences = output.read_output(out, "sentence")
+    if sentences.empty:
+        return {}
     whole = SimpleNamespace(sentence_scores={m: sentences[m].to_numpy(float) for m in comps})
-    zm = combination.combiner([whole] if len(sentences) else [], comps, "run")  # as Detector.score does
+    zm = combination.combiner([whole], comps, "run")  # every component over the run, as Detector.score does
     by_id: dict[str, float] = {}
     for f in output.part_files(out, "sentence"):
         df = pd.read_parquet(f)

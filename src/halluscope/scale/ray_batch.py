@@ -6,11 +6,11 @@
 
 The source is cut into shards (one per input file, or slices of a list), each shard into batches by approximate
 token count (``scale.shards``); Ray Data sends the batches to a pool of actors (``map_batches`` with an
-``ActorPoolStrategy`` of N actors), each holding one Detector whose models it loads once (``scale.actor``), on one GPU each where
-the cluster has GPUs. The driver writes each batch's Parquet parts as they arrive and records each finished shard in
-``manifest.json`` (``scale.output``), so a re-run skips them. An actor killed mid-batch is restarted by Ray and its
-batches retried (Ray Data's actor pools restart and retry by default; ``max_retries`` bounds both); a retried
-batch's files replace, never duplicate, its first attempt's.
+``ActorPoolStrategy`` of N actors), each holding one Detector whose models it loads once (``scale.actor``), on one
+GPU each where the cluster has GPUs. The driver writes each batch's Parquet parts as they arrive and records each
+finished shard in ``manifest.json`` (``scale.output``), so a re-run skips them. An actor killed mid-batch is
+restarted by Ray and its batches retried (Ray Data's actor pools restart and retry by default; ``max_retries``
+bounds both); a retried batch's files replace, never duplicate, its first attempt's.
 
 Ray is an optional extra: importing this module does not import it, and calling :func:`score_with_ray` without it
 raises ImportError with the install command.
@@ -48,8 +48,8 @@ def require_ray():
 @dataclass
 class RayRun:
     """What a run did: records and sentences scored now, shards scored / skipped (finished before) / failed
-    (unreadable: not recorded, tried again next time), wall seconds, and the actors' model-loading and scorer
-    seconds (summed over actors: the split of the work by method)."""
+    (unreadable: not recorded, tried again next time), wall seconds, the seconds and CPU seconds spent inside the
+    batches (summed over actors), and the actors' model-loading and scorer seconds (the split by method)."""
 
     output_dir: str
     records: int = 0
@@ -62,6 +62,7 @@ class RayRun:
     actors: int = 0
     seconds: float = 0.0
     batch_seconds: float = 0.0
+    batch_cpu_seconds: float = 0.0
     load_seconds: dict[str, float] = field(default_factory=dict)
     scorer_seconds: dict[str, float] = field(default_factory=dict)
     combination: dict | None = None
@@ -72,6 +73,7 @@ class RayRun:
         self.errors += len(json.loads(row["errors"]))
         self.batches += 1
         self.batch_seconds += float(row["seconds"])
+        self.batch_cpu_seconds += float(row["cpu_seconds"])
         self.load_seconds[row["actor"]] = float(row["load_seconds"])
         for k, v in json.loads(row["scorer_seconds"]).items():
             self.scorer_seconds[k] = self.scorer_seconds.get(k, 0.0) + v
@@ -104,7 +106,8 @@ def score_with_ray(source, output_dir: str | Path, methods=None, address: str | 
 
     address: ``None`` (the running Ray, else a new local one), ``"auto"`` or ``"ray://host:10001"``.
     num_actors / num_gpus_per_actor / num_cpus_per_actor: the pool; by default one actor per GPU where the cluster
-    has GPUs, else one actor per 4 CPUs (at least one), each with its share of the CPUs as torch threads.
+    has GPUs, else one actor per CPU with one torch thread (BENCHMARKS.md, issue 16: on busy cores two threads per
+    process ran up to 3x slower than one; each actor holds its own models, about 1 GB).
     batch_tokens: approximate tokens (words of response and samples) per batch; batches hold whole detector chunks.
     resume: skip the shards the output's manifest records as finished (``False``: start the folder again).
     max_retries: restarts of a dead actor and retries of its batches; ``None`` keeps Ray Data's default for actor
@@ -129,7 +132,8 @@ def score_with_ray(source, output_dir: str | Path, methods=None, address: str | 
         finally:
             if started:
                 ray.shutdown()
-    if plan.run_combination is not None and not summary.shards_failed and (is_dataset or shards):
+    unfinished = is_dataset or shards or "combination_stats" not in manifest  # new parts, or a cut-off finish
+    if plan.run_combination is not None and not summary.shards_failed and unfinished:
         summary.combination = finish_combination(plan.out, plan.run_combination)
         manifest["combination_stats"] = summary.combination
         output.save_manifest(plan.out, manifest)
@@ -220,12 +224,12 @@ def _dataset_input(ray, ds, plan: _Plan, resume: bool):
     """A Ray Dataset of records as batch rows: ids already in the output are left out (a Dataset has no stable
     shards, so it resumes by id), and each call groups about ``batch_tokens`` of records."""
     from .actor import dataset_rows
-    from .shards import approx_tokens
     from ..io import records_from_objects
+    from .shards import plain_value, approx_tokens
 
     if "id" not in ds.schema().names:
         raise ValueError("a Ray Dataset to score needs an 'id' column (unique ids: resuming and reading back use them)")
-    sample, _ = records_from_objects(ds.take(64))
+    sample, _ = records_from_objects([{k: plain_value(v) for k, v in r.items()} for r in ds.take(64)])
     mean = max(1.0, sum(approx_tokens(r) for r in sample) / max(1, len(sample)))
     rows = max(1, int(plan.batch_tokens // mean))
     done = None
@@ -238,8 +242,9 @@ def _dataset_input(ray, ds, plan: _Plan, resume: bool):
 
 def _pool(ray, plan: _Plan, reserve_cpu: bool) -> tuple[int, float, float, int]:
     """Actors, logical CPUs and GPUs per actor, torch threads per actor. On GPUs: one actor per GPU (one CPU
-    thread each). On CPUs: one actor per 4 CPUs, its share of the CPUs as threads; the logical request is cut so
-    every actor fits beside one free CPU when the source's own read tasks need one (a Ray Dataset)."""
+    thread each). On CPUs: one actor per CPU, or the actors asked for with the CPUs shared among them as threads;
+    the logical request is cut so every actor fits beside one free CPU when the source's own read tasks need one
+    (a Ray Dataset)."""
     res = ray.cluster_resources()
     cpus, gpus = float(res.get("CPU", 1)), float(res.get("GPU", 0))
     per_gpu = plan.num_gpus_per_actor if plan.num_gpus_per_actor is not None else (1.0 if gpus >= 1 else 0.0)
@@ -248,7 +253,7 @@ def _pool(ray, plan: _Plan, reserve_cpu: bool) -> tuple[int, float, float, int]:
         n = plan.num_actors or max(1, int(gpus // per_gpu))
         threads = int(plan.num_cpus_per_actor or 1)
         return n, float(plan.num_cpus_per_actor or 1), per_gpu, threads
-    n = plan.num_actors or max(1, int(free // min(4.0, free)))
+    n = plan.num_actors or max(1, int(free))
     threads = max(1, int(plan.num_cpus_per_actor or free // n))
     return n, float(plan.num_cpus_per_actor or min(threads, free / n)), 0.0, threads
 

@@ -36,7 +36,7 @@ class Shard:
     records: str = ""
 
 
-def _digest(text: str, n: int = 10) -> str:
+def digest(text: str, n: int = 10) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:n]
 
 
@@ -44,7 +44,7 @@ def shard_key(name: str, identity: str) -> str:
     """A stable key: the name reduced to ``[A-Za-z0-9_]`` (at most 40 characters) and a hash of ``identity``.
     A key holds exactly one '-', so the part files of one shard (``part-KEY-bNNNNN``) never match another's."""
     stem = re.sub(r"[^A-Za-z0-9_]+", "_", name).strip("_")[:40] or "shard"
-    return f"{stem}-{_digest(identity)}"
+    return f"{stem}-{digest(identity)}"
 
 
 def input_files(source: str | Path) -> list[Path]:
@@ -103,7 +103,7 @@ def _json_ok(v: Any) -> bool:
         return False
 
 
-def _plain(v: Any) -> Any:
+def plain_value(v: Any) -> Any:
     """A Parquet cell as a plain Python value: arrays become lists, a missing value None."""
     if hasattr(v, "tolist"):
         v = v.tolist()
@@ -125,7 +125,7 @@ def read_shard(shard: Shard) -> tuple[list[Record], list[RecordError]]:
         rows = pd.read_parquet(path).to_dict("records")
     except Exception as e:  # pyarrow raises its own types for a damaged or foreign file
         raise RecordError(str(path), "<file>", f"cannot read Parquet: {e}") from e
-    return records_from_objects([{k: _plain(v) for k, v in row.items()} for row in rows])
+    return records_from_objects([{k: plain_value(v) for k, v in row.items()} for row in rows])
 
 
 def approx_tokens(r: Record) -> int:
