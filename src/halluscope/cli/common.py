@@ -304,7 +304,9 @@ def fails(fn):
         try:
             return fn(*args, **kwargs)
         except (ValueError, OSError, UnreachableError) as e:
-            err.print(f"[red]error:[/] {e}", highlight=False)
+            from rich.markup import escape
+
+            err.print(f"[red]error:[/] {escape(str(e))}", highlight=False)  # text in [brackets] is not markup
             raise typer.Exit(2)
 
     return run
