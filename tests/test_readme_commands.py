@@ -47,6 +47,8 @@ NOT_RUN = {
     "make test": "this run itself",
     "OPENAI_API_KEY=": "needs a key and the internet, which CI does not have",
     "halluscope serve": "started in the background by this test (it serves until stopped)",
+    "--address auto": "joins a running Ray cluster (`ray start --head`); the same scoring on a local Ray runs above",
+    "--address ray://": "a remote cluster's address that does not exist here; tests/test_scale_ray.py covers Ray",
 }
 
 
@@ -65,7 +67,7 @@ def readme_commands() -> list[str]:
 def _known(cmd: str) -> tuple[str, str | None]:
     body = re.sub(r"^([A-Z_]+=\S+ )+", "", cmd) if not cmd.startswith("OPENAI_API_KEY=") else cmd
     for p in sorted(NOT_RUN, key=len, reverse=True):
-        if cmd.startswith(p):
+        if cmd.startswith(p) or (p.startswith("--") and p in cmd):
             return p, None
     for p in sorted(LIMITS, key=len, reverse=True):
         if body.startswith(p):
@@ -86,6 +88,8 @@ def scratch(tmp_path_factory, _wikibio_cached):
     ex = ROOT / "src" / "halluscope" / "data" / "examples.jsonl"
     shutil.copy(ex, d / "answers.jsonl")
     shutil.copy(ex, d / "labelled.jsonl")
+    (d / "answers").mkdir()  # a folder of shards (the Ray commands)
+    shutil.copy(ex, d / "answers" / "part-0.jsonl")
     rows = [json.loads(x) for x in ex.read_text().splitlines()]
     lines = ["id,response,samples"] + [",".join(json.dumps(v) if not isinstance(v, str) else '"' + v.replace('"', '""') + '"'
                                                  for v in (r["id"], r["response"], json.dumps(r["samples"][:4])))
