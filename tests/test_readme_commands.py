@@ -34,7 +34,7 @@ LIMITS = {
     "halluscope train-nli": "--scale 0.002 --synthetic 40 --epochs 0.05 --eval-limit 10",
     "halluscope check": "-n 2 --max-tokens 16",
     "halluscope ensemble sac3": "--limit 6 --cot 1",
-    "halluscope ensemble qa": "--limit 1 -n 2 -b gsm8k,nq_open",
+    "halluscope ensemble qa": "--limit 1 -n 2 -b gsm8k",
     "halluscope ensemble tune": "",
     "halluscope ensemble score": "",
     "halluscope ensemble presets": "",
