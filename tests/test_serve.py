@@ -67,6 +67,9 @@ def test_keys_and_scopes(server):
     assert httpx.post(url + "/v1/check", json=SHORT[0], headers=h(reviewer)).status_code == 403
     assert httpx.post(url + "/v1/keys", json={"name": "x"}, headers=h(submitter)).status_code == 403
     assert httpx.get(url + "/metrics", headers=h(submitter)).status_code == 403
+    assert httpx.post(url + "/v1/admin/reload", headers=h(reviewer)).status_code == 403
+    assert httpx.post(url + "/v1/admin/reload", headers=h(server.admin_key)).json() == {"reloading": True}
+    assert httpx.get(url + "/v1/jobs/nope", headers=h(reviewer)).status_code == 404
     assert httpx.get(url + "/v1/results", headers={"X-API-Key": reviewer}).status_code == 200
     kid = next(k["id"] for k in listed if k["name"] == "sub")
     with server.client() as admin:
