@@ -33,7 +33,8 @@ LIMITS = {
     "halluscope evaluate-nli": "--limit 10 --sets mnli_dev_matched",
     "halluscope train-nli": "--scale 0.002 --synthetic 40 --epochs 0.05 --eval-limit 10",
     "halluscope check": "-n 2 --max-tokens 16",
-    "halluscope ensemble sac3": "--limit 6 --cot 1",
+    "halluscope ensemble sac3": "--limit 10",  # 5 right and 5 wrong answers: enough for the 5-fold CV
+    "halluscope ensemble sac3 --external-judge": "--limit 10 --cot 1",
     "halluscope ensemble qa": "--limit 1 -n 2 -b gsm8k",
     "halluscope ensemble tune": "",
     "halluscope ensemble score": "",
@@ -110,7 +111,12 @@ def scratch(tmp_path_factory, _wikibio_cached):
 
 
 def _run(cmd: str, cwd: Path, env: dict, timeout: int = 600) -> subprocess.CompletedProcess:
+    """Run one command line: leading VAR=value assignments go to its environment, ``> FILE`` gets its stdout."""
     argv = shlex.split(cmd)
+    redirect = None
+    if ">" in argv:
+        k = argv.index(">")
+        redirect, argv = argv[k + 1], argv[:k] + argv[k + 2:]
     envs = {}
     while argv and re.match(r"^[A-Z_]+=", argv[0]):
         k, v = argv.pop(0).split("=", 1)
@@ -119,7 +125,10 @@ def _run(cmd: str, cwd: Path, env: dict, timeout: int = 600) -> subprocess.Compl
         argv = [sys.executable, "-m", "halluscope", *argv[1:]]
     elif argv[0] == "python":
         argv[0] = sys.executable
-    return subprocess.run(argv, cwd=cwd, env={**env, **envs}, capture_output=True, text=True, timeout=timeout)
+    r = subprocess.run(argv, cwd=cwd, env={**env, **envs}, capture_output=True, text=True, timeout=timeout)
+    if redirect:
+        (cwd / redirect).write_text(r.stdout)
+    return r
 
 
 @pytest.mark.slow
