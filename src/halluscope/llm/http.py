@@ -161,25 +161,31 @@ class OpenAIBackend(Backend):
                           finish_reason=choice.get("finish_reason"), backend=self.kind, model=self.model)
 
     def _tokens(self, choice: dict) -> list[TokenLogprob] | None:
-        lp = choice.get("logprobs")
-        if not lp:
-            return None
-        out: list[TokenLogprob] = []
-        if "content" in lp and lp["content"] is not None:  # chat form
-            offset = 0
-            for t in lp["content"]:
-                top = {x["token"]: float(x["logprob"]) for x in t.get("top_logprobs") or []}
-                out.append(TokenLogprob(t["token"], float(t["logprob"]), offset, top or None))
-                offset += len(t["token"])
-            return out
-        toks, lps = lp.get("tokens") or [], lp.get("token_logprobs") or []
-        tops, offs = lp.get("top_logprobs") or [None] * len(toks), lp.get("text_offset")
-        base = offs[0] if offs else 0
+        return tokens_from_logprobs(choice.get("logprobs"))
+
+
+def tokens_from_logprobs(lp: dict | None) -> list[TokenLogprob] | None:
+    """Tokens of an OpenAI-style ``logprobs`` object: the chat form (``content``: token, logprob, top_logprobs) or
+    the legacy completions form (``tokens``, ``token_logprobs``, ``top_logprobs``, ``text_offset``); None when the
+    server sent none. Shared by every backend that speaks this format (HTTP, LangChain)."""
+    if not lp:
+        return None
+    out: list[TokenLogprob] = []
+    if "content" in lp and lp["content"] is not None:  # chat form
         offset = 0
-        for i, (t, l) in enumerate(zip(toks, lps)):
-            o = offs[i] - base if offs else offset
-            top = tops[i] if i < len(tops) else None
-            out.append(TokenLogprob(t, float(l) if l is not None else float("nan"), int(o),
-                                    {k: float(v) for k, v in top.items()} if top else None))
-            offset += len(t)
+        for t in lp["content"]:
+            top = {x["token"]: float(x["logprob"]) for x in t.get("top_logprobs") or []}
+            out.append(TokenLogprob(t["token"], float(t["logprob"]), offset, top or None))
+            offset += len(t["token"])
         return out
+    toks, lps = lp.get("tokens") or [], lp.get("token_logprobs") or []
+    tops, offs = lp.get("top_logprobs") or [None] * len(toks), lp.get("text_offset")
+    base = offs[0] if offs else 0
+    offset = 0
+    for i, (t, l) in enumerate(zip(toks, lps)):
+        o = offs[i] - base if offs else offset
+        top = tops[i] if i < len(tops) else None
+        out.append(TokenLogprob(t, float(l) if l is not None else float("nan"), int(o),
+                                {k: float(v) for k, v in top.items()} if top else None))
+        offset += len(t)
+    return out

