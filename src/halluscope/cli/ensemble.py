@@ -51,7 +51,8 @@ def ensemble_sac3(
     as_json: bool = typer.Option(False, "--json"),
 ):
     """SAC3 NQ-Open: AUROC and F1 of each component, BSDetector, semantic entropy and the cross-validated ensemble,
-    beside the paper's Table 1 (NQ-Open F1). The answers are given (gpt-3.5's), so an LLM judge here is external."""
+    beside the paper's Table 1 (NQ-Open F1). The answers are given (gpt-3.5's), so an LLM judge here is external;
+    its backend also serves the LLM methods named in --components (p_true, verbalized, likert_judge, ...)."""
     from ..ensemble.report import markdown_table, write_figures
     from ..ensemble.sac3 import load_sac3, run_sac3
 
@@ -63,7 +64,8 @@ def ensemble_sac3(
     bar = _bar("judging", limit or 250) if judges else None
     items = load_sac3(data, limit)
     out = run_sac3(data, limit, folds, components=[c.strip() for c in components.split(",") if c.strip()],
-                   judges=judges, progress=bar, nli=nli_model, items=items)
+                   judges=judges, progress=bar, nli=nli_model, items=items,
+                   llm=judges["external_judge"].sampler if "external_judge" in judges else None)
     if bar:
         bar(None)
     if cot:

@@ -100,19 +100,22 @@ class ComponentScorer:
     """Computes the chosen components for many items with batched, cached model work."""
 
     def __init__(self, encoder=None, nli=None, components=DEFAULT_COMPONENTS, condition_on_question: bool = False,
-                 judges: dict | None = None, nli_evidence: int | str = 2):
+                 judges: dict | None = None, nli_evidence: int | str = 2, llm=None, method_options: dict | None = None):
         self.judges = dict(judges or {})
+        self.llm, self.method_options = llm, method_options  # for engine methods that need an LLM (p_true, ...)
         self.nli_evidence = nli_evidence  # selfcheck_nli's premise: k closest sample sentences, or "sample"
         from ..engine.registry import specs
 
         engine = specs()
         self.engine_methods = [c for c in components if c not in COMPONENTS and c not in self.judges
-                               and c in engine and engine[c].bounded and not {"llm", "logprobs"} & set(engine[c].needs)]
+                               and c in engine and engine[c].bounded and "logprobs" not in engine[c].needs
+                               and (llm is not None or "llm" not in engine[c].needs)]
         unknown = [c for c in components if c not in COMPONENTS and c not in self.judges
                    and c not in self.engine_methods]
         if unknown:
             raise ValueError(f"unknown components {unknown}; choose from {COMPONENTS}, a judge given in judges= "
-                             f"({sorted(self.judges)}), or a bounded method of `halluscope methods` needing no LLM")
+                             f"({sorted(self.judges)}), or a bounded method of `halluscope methods` (one needing an "
+                             "LLM when llm= is given)")
         self.components = tuple(components)
         self.encoder = encoder
         self.nli = nli
@@ -230,12 +233,13 @@ class ComponentScorer:
                 o["cosine"] = float(np.clip(e[1:] @ e[0], 0, 1).mean())
 
     def _engine_components(self, items: list[ResponseItem], out: list[dict]) -> None:
-        """Any bounded method of the engine (a SelfCheck sentence method, aggregated to the answer by its rule):
-        confidence = 1 - its answer score. Same shared models, so its NLI pairs and embeddings are shared too."""
+        """Any bounded method of the engine (a SelfCheck sentence method, aggregated to the answer by its rule; with
+        ``llm``, an LLM method such as p_true or judge_panel): confidence = 1 - its answer score (NaN stays NaN).
+        Same shared models, so its NLI pairs and embeddings are shared too."""
         from ..pipeline import Detector
         from ..types import Record
 
-        det = Detector(methods=list(self.engine_methods))
+        det = Detector(methods=list(self.engine_methods), llm=self.llm, method_options=self.method_options)
         det._models.update({k: v for k, v in (("encoder", self.encoder), ("nli", self.nli)) if v is not None})
         recs = [Record(response=it.response, samples=list(it.samples), id=str(k), prompt=it.question)
                 for k, it in enumerate(items)]

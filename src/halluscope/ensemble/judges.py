@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from typing import Callable
 
 from ..llm.base import GenParams, LLMError
 from ..llm.sampler import Sampler
@@ -54,10 +55,42 @@ def parse_verdict(text: str) -> float | None:
     return 1.0 if w == "correct" else 0.0 if w == "incorrect" else 0.5
 
 
+_NUMBER = re.compile(r"^[\s\"'*(\[]*(?:(?:score|confidence|rating|probability)\b\s*(?:\([^)]*\))?\s*[:=]?\s*)?"
+                     r"(\d+(?:\.\d+)?|\.\d+)\s*(%|/\s*\d+(?:\.\d+)?)?", re.IGNORECASE)
+
+
+def parse_scale(text: str, hi: float, integer: bool = False) -> float | None:
+    """The number the reply's first non-empty line opens with, on the scale [0, hi] (or [1, hi] when ``integer``,
+    a Likert scale), as a fraction of the scale in [0, 1]; None when the line opens with anything else or the
+    number is off the scale (never a guess). Quotes, brackets, bold and a leading 'Score:' / 'Confidence:' are
+    skipped. 'x/hi' reads as x on the scale (another denominator is refused); 'x%' as a percent and, on a 0-100
+    scale, a decimal in [0, 1] ('0.85') as a probability; both are refused on a Likert scale, and so is a number
+    opening a sentence ('1. The answer ...', a list item)."""
+    line = next((ln for ln in (text or "").splitlines() if ln.strip()), "")
+    m = _NUMBER.match(line)
+    if not m or re.match(r"\.\s*[A-Za-z]", line[m.end():]):  # '1. The answer...' is a list item, not a score
+        return None
+    x, unit = float(m.group(1)), (m.group(2) or "").replace(" ", "")
+    if unit.startswith("/"):
+        if float(unit[1:]) != hi:
+            return None
+    elif integer and ("." in m.group(1) or unit == "%"):
+        return None
+    elif unit == "%":
+        x = x / 100 * hi
+    elif hi == 100 and "." in m.group(1) and x <= 1:
+        x = x * 100
+    lo = 1.0 if integer else 0.0
+    if integer and x != int(x) or not lo <= x <= hi:
+        return None
+    return (x - lo) / (hi - lo)
+
+
 @dataclass
 class Verdict:
     confidence: float  # NaN when missing
     replies: list[str] = field(default_factory=list)
+    detail: dict = field(default_factory=dict)  # what a judge adds (a panel's members, P(True)'s source)
 
     @property
     def missing(self) -> bool:
@@ -65,15 +98,19 @@ class Verdict:
 
 
 class LLMJudge:
-    """Correct / Incorrect / I am not sure judge (003 §3.3) over any backend."""
+    """Correct / Incorrect / I am not sure judge (003 §3.3) over any backend. With another ``template`` and
+    ``parse`` (reply -> confidence in [0, 1], or None when unparseable) it is any judge of (question, answer):
+    the Likert, continuous and verbalized-confidence methods are this class with their own template and parser."""
 
-    def __init__(self, sampler: Sampler, template: str = JUDGE_TEMPLATE, retries: int = 2, max_tokens: int = 8):
+    def __init__(self, sampler: Sampler, template: str = JUDGE_TEMPLATE, retries: int = 2, max_tokens: int = 8,
+                 parse: Callable[[str], float | None] = parse_verdict):
         if "{question}" not in template or "{answer}" not in template:
             raise ValueError("the judge template needs {question} and {answer}")
         self.sampler = sampler
         self.template = template
         self.retries = int(retries)
         self.max_tokens = max_tokens
+        self.parse = parse
 
     @property
     def id(self) -> str:
@@ -96,7 +133,7 @@ class LLMJudge:
                     left.append(i)
                     continue
                 out[i].replies.append(g.text.strip())
-                v = parse_verdict(g.text)
+                v = self.parse(g.text)
                 if v is None:
                     left.append(i)
                 else:
@@ -170,3 +207,49 @@ class CoTJudge:
             out.append(CoTResult(sum(known) / len(known) if known else float("nan"), votes,
                                  [r for _, r in parsed], replies))
         return out
+
+
+# ------------------------------------------------------------------------------------- judges as engine methods
+def method_options(art, name: str) -> dict:
+    """A method's settings, given as ``Detector(method_options={name: {...}})`` (empty when none)."""
+    return dict((art.option("method_options") or {}).get(name) or {})
+
+
+class JudgeMethod:
+    """A response-level method of the engine over a judge: ``ask(items)`` gives one :class:`Verdict` per prepared
+    item; the hallucination score is 1 - confidence, NaN where the verdict is missing (never 0). The count of
+    missing verdicts (and, with ``tally``, the count of each value of that detail, e.g. P(True)'s source) is kept
+    and stated in the method's description in the run's settings."""
+
+    def __init__(self, name: str, ask: Callable[[list], list[Verdict]], description: str, tally: str | None = None):
+        self.name, self.ask, self.description, self.tally = name, ask, description, tally
+        self.seen = self.missing = 0
+        self.counts: dict[str, int] = {}
+
+    def method_info(self):
+        from ..types import MethodInfo
+
+        text = f"{self.description}; {self.missing} of {self.seen} missing (NaN: unparseable or failed)"
+        if self.counts:
+            text += f"; {self.tally}: " + ", ".join(f"{k} {n}" for k, n in self.counts.items())
+        return [MethodInfo(self.name, bounded=True, description=text, passage="response", level="response")]
+
+    def score(self, items) -> dict:
+        import numpy as np
+
+        from ..scorers.base import MethodScores
+
+        verdicts = self.ask(items)
+        self.seen += len(verdicts)
+        self.missing += sum(v.missing for v in verdicts)
+        for v in verdicts if self.tally else []:
+            key = str(v.detail.get(self.tally))
+            self.counts[key] = self.counts.get(key, 0) + 1
+        return {self.name: [MethodScores(np.zeros(0), 1.0 - v.confidence,
+                                         [{"confidence": v.confidence, "replies": v.replies, **v.detail}])
+                            for v in verdicts]}
+
+
+def question_answer(items) -> list[tuple[str, str]]:
+    """(question, answer) of prepared items: the record's prompt (empty when it has none) and its response."""
+    return [(it.record.prompt or "", it.record.response) for it in items]

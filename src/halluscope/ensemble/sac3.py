@@ -87,11 +87,13 @@ def analyze(items: list[ResponseItem], rows: list[dict[str, float]], comps: list
 
 def run_sac3(data_dir=None, limit=None, folds: int = 5, seed: int = 0, encoder=None, nli=None,
              components=DEFAULT_COMPONENTS, judges: dict | None = None, progress=None,
-             items: list[ResponseItem] | None = None) -> dict:
-    """``items``: the answers already loaded by :func:`load_sac3` (else read from ``data_dir``)."""
+             items: list[ResponseItem] | None = None, llm=None, method_options: dict | None = None) -> dict:
+    """``items``: the answers already loaded by :func:`load_sac3` (else read from ``data_dir``); ``llm``: the
+    sampler of the engine's LLM methods among the components (p_true, verbalized, the judges)."""
     items = items if items is not None else load_sac3(data_dir, limit)
     comps = list(components) + [j for j in (judges or {}) if j not in components]  # a judge given is a component
-    scorer = ComponentScorer(encoder, nli, components=tuple(comps), judges=judges)
+    scorer = ComponentScorer(encoder, nli, components=tuple(comps), judges=judges, llm=llm,
+                             method_options=method_options)
     rows = scorer.score(items, progress)
     refl = next((c for c in comps if c in (judges or {})), None)
     out = analyze(items, rows, comps, folds, seed, reflection=refl)
