@@ -21,7 +21,7 @@ $(BIN)/.installed-llm: $(BIN)/.installed
 	touch $@
 
 $(BIN)/.installed-test: $(BIN)/.installed-llm
-	$(PIP) -e '.[llm,test,postgres,ray]'
+	$(PIP) -e '.[llm,test,postgres,ray,langchain]'
 	@# the browser tests use Debian's chromium (no download by playwright); root installs it with apt
 	command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  (DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null || \
