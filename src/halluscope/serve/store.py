@@ -29,13 +29,14 @@ def _row_of(it: ItemResult, rec: Record, tags: dict, key_name: str | None, job: 
             "n_sentences": len(it.sentences), "key_name": key_name, "data": data}
 
 
-def save_results(engine: sa.Engine, scored: list[tuple[ItemResult, Record, dict, str | None]]) -> list[str]:
-    """Store interactively checked answers (one transaction); returns their uids."""
+def save_results(engine: sa.Engine, scored: list[tuple[ItemResult, Record, dict, str | None]]) -> list[dict]:
+    """Store interactively checked answers (one transaction); returns them as the API shows a stored result (no
+    reviews yet), without reading them back."""
     rows = [_row_of(it, rec, tags, key, None) for it, rec, tags, key in scored]
     if rows:
         with engine.begin() as c:
             c.execute(results.insert(), rows)
-    return [r["uid"] for r in rows]
+    return [{**public(r), "reviews": []} for r in rows]
 
 
 def create_job(engine: sa.Engine, records: list[dict], tags: dict, key_name: str | None) -> str:

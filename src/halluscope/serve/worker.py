@@ -124,13 +124,13 @@ class ScoringLoop:
         try:
             scored = self._score([b.record for b in batch])
             ok = [(b, it) for b, (it, _) in zip(batch, scored) if it is not None]
-            uids = store.save_results(self.engine, [(it, b.record, b.tags, b.key_name) for b, it in ok])
+            stored = store.save_results(self.engine, [(it, b.record, b.tags, b.key_name) for b, it in ok])
         except Exception as e:
             for b in batch:
                 b.future.set_exception(e)
             raise
-        for (b, it), uid in zip(ok, uids):
-            b.future.set_result(store.get_result(self.engine, uid))
+        for (b, it), out in zip(ok, stored):
+            b.future.set_result(out)
             if self.metrics:
                 self.metrics.scored(it)
         for b, (it, msg) in zip(batch, scored):
