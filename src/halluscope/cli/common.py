@@ -261,8 +261,11 @@ def _judges(self_judge, gen_sampler, ext_model, ext_base_url, ext_backend, api_k
 
 
 ComponentsOpt = typer.Option(",".join(("exact_match", "non_contradiction", "semantic_negentropy", "bertscore",
-                                       "cosine")), "--components", help="Components (exact_match, non_contradiction, "
-                             "semantic_negentropy, bertscore, cosine, selfcheck_nli); judges are added by their options.")
+                                       "cosine")), "--components", help="Components, comma-separated: exact_match, "
+                             "non_contradiction, semantic_negentropy, bertscore, cosine, selfcheck_nli, num_sets, eigv, "
+                             "degree, eccentricity, kle, or any bounded method of `halluscope methods` (luq, nli, ...; "
+                             "an LLM method such as p_true, verbalized or likert_judge needs an LLM backend); judges "
+                             "(self_judge, external_judge) come with their options.")
 
 
 ExtJudgeOpt = typer.Option(None, "--external-judge", help="An external LLM judge (003 §3.3): 'local' (the packaged "
@@ -304,9 +307,8 @@ def fails(fn):
         try:
             return fn(*args, **kwargs)
         except (ValueError, OSError, UnreachableError) as e:
-            from rich.markup import escape
-
-            err.print(f"[red]error:[/] {escape(str(e))}", highlight=False)  # text in [brackets] is not markup
+            # a Text, not markup: a message such as "pip install 'halluscope[ray]'" is printed exactly as written
+            err.print(Text.assemble(("error:", "red"), " ", str(e)), highlight=False)
             raise typer.Exit(2)
 
     return run

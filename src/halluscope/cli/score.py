@@ -356,8 +356,6 @@ def _score_on_ray(engine, path, output, resume, address, actors, as_json, option
     """``score --engine ray``: the library's :func:`~halluscope.scale.score_with_ray`, then a one-line summary."""
     from dataclasses import asdict
 
-    from rich.markup import escape
-
     from ..scale import score_with_ray
 
     if engine != "ray":
@@ -366,8 +364,8 @@ def _score_on_ray(engine, path, output, resume, address, actors, as_json, option
         raise ValueError("--engine ray needs an input (a file, folder or glob of shards) and -o OUT/ (a folder)")
     try:
         run = score_with_ray(str(path), output, address=address, num_actors=actors, resume=resume, **options)
-    except ImportError as e:  # Ray missing: one line, exit 2, like every library error ('[ray]' is not markup)
-        raise ValueError(escape(str(e))) from None
+    except ImportError as e:  # Ray missing: one line, exit 2, like every library error (printed as written)
+        raise ValueError(str(e)) from None
     if as_json:
         print(json.dumps(json_safe(asdict(run)), indent=1))
     err.print(f"{run.records} records ({run.sentences} sentences, {run.errors} skipped) from {run.shards} shards "
