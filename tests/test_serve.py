@@ -153,6 +153,13 @@ def test_metrics_and_docs(server):
     assert {"/v1/check", "/v1/jobs", "/v1/results", "/v1/stats"} <= set(docs["paths"])
 
 
+def _fresh_db(db: str, request, tmp_path, name: str) -> str:
+    """A new empty database of the same kind as ``db`` (a test that reads every review needs its own)."""
+    if "postgresql" in db:
+        return request.getfixturevalue("pg").create_db(name + uuid.uuid4().hex[:8])
+    return str(tmp_path / f"{name}.db")
+
+
 def _wait_done(c, jid: str, want_min: int, timeout: float = 300) -> dict:
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
@@ -165,8 +172,7 @@ def _wait_done(c, jid: str, want_min: int, timeout: float = 300) -> dict:
 
 def test_job_survives_kill9(db, wikibio, tmp_path, request):
     """kill -9 mid-job, restart on the same database: every record scored once, none lost."""
-    fresh = "k" + uuid.uuid4().hex[:8]
-    db2 = request.getfixturevalue("pg").create_db(fresh) if "postgresql" in db else str(tmp_path / "k.db")
+    db2 = _fresh_db(db, request, tmp_path, "k")
     recs = _wiki(wikibio, 8, samples=3, start=10)
     s = Server(db2, "--job-chunk", "2").start()
     key = s.admin_key
@@ -233,9 +239,9 @@ def test_submit_command_and_async_client(server, wikibio, tmp_path):
     assert abs(got[0]["probability"] - got[2]["probability"]) < 1e-6  # the same answer scores the same in any batch
 
 
-def test_calibrate_from_db_and_live_reload(tmp_path, wikibio):
+def test_calibrate_from_db_and_live_reload(db, request, tmp_path, wikibio):
     """Reviews -> `halluscope calibrate --from-db` (before/after by CV) -> the running server picks the new
-    calibration up, with no request lost while it reloads."""
+    calibration up, with no request lost while it reloads. Too few whole-answer reviews: no ensemble is fitted."""
     import asyncio
     import shutil
 
@@ -244,7 +250,7 @@ def test_calibrate_from_db_and_live_reload(tmp_path, wikibio):
 
     cal = tmp_path / "cal.json"
     shutil.copy(calibration.packaged_path(), cal)
-    dbf = str(tmp_path / "c.db")
+    dbf = _fresh_db(db, request, tmp_path, "c")
     s = Server(dbf, "--calibration", str(cal)).start()
     try:
         recs = _wiki(wikibio, 8, samples=3, start=30)
@@ -268,6 +274,8 @@ def test_calibrate_from_db_and_live_reload(tmp_path, wikibio):
         assert rep["sentences_reviewed"] == sum(len(v) for v in labels.values())
         assert {"ece", "brier", "auroc"} <= set(rep["sentence"]["after_cv"])
         assert "refitted from reviews" in json.loads(cal.read_text())["probability"]["fitted_on"]
+        assert rep["ensemble"]["answers_reviewed"] == 4 and "skipped" in rep["ensemble"]
+        assert "ensemble not refitted" in r.stdout and "ensemble" not in json.loads(cal.read_text())
         exported = [json.loads(x) for x in graded.read_text().splitlines()]
         assert [g["id"] for g in exported] == [row["id"] for row in rows[:4]]
         assert all(len(g["samples"]) == 3 and isinstance(g["correct"], bool) for g in exported)
@@ -285,6 +293,149 @@ def test_calibrate_from_db_and_live_reload(tmp_path, wikibio):
     want = float(new.sentence_proba(x)[0])
     assert all(abs(a["result"]["sentence_scores"]["probability"][0] - want) < 1e-6 for a in after)
     assert abs(want - before["result"]["sentence_scores"]["probability"][0]) > 1e-4
+
+
+def _sac3(data_dir, n: int, samples: int = 4) -> list[dict]:
+    """``n`` graded SAC3 NQ-Open answers spread over the file (both grades), with ``samples`` samples each."""
+    from halluscope.ensemble.sac3 import load_sac3
+
+    return [{"id": it.id, "prompt": it.question, "response": it.response, "samples": it.samples[:samples],
+             "correct": it.correct} for it in load_sac3(data_dir, n)]
+
+
+def _ensemble_matches(got: dict, cfg) -> None:
+    """A served answer's ensemble output is the config applied to the components stored with its method scores."""
+    from halluscope.serve.ensemble import engine_name
+
+    ens, ps = got["ensemble"], got["result"]["passage_scores"]
+    comps = [ens["components"][c] for c in cfg.components]
+    assert comps == pytest.approx([1 - ps[engine_name(c)] for c in cfg.components], abs=1e-9)
+    want = sum(w * x for w, x in zip(cfg.weights, comps)) / sum(cfg.weights)
+    assert ens["confidence"] == pytest.approx(want, abs=1e-9) and ens["score"] == pytest.approx(1 - want, abs=1e-9)
+    assert ens["flagged"] is (want < cfg.threshold) and ens["threshold"] == pytest.approx(cfg.threshold)
+
+
+def test_calibrate_from_db_refits_the_ensemble(db, request, tmp_path, data_dir):
+    """20 answers (the least that refits it) reviewed as a whole -> `calibrate --from-db` tunes the ensemble (tuning.tune on the answers'
+    components) with AUROC before/after by CV and writes it into the calibration file; the running server switches
+    to it between batches with no request lost, and again on /v1/admin/reload; every later answer carries the
+    ensemble's confidence and flag beside the calibrated probability, from components its detector computed."""
+    import asyncio
+    import os
+    import shutil
+
+    import numpy as np
+
+    from halluscope import calibration
+    from halluscope.client import AsyncClient
+    from halluscope.ensemble.components import DEFAULT_COMPONENTS, ComponentScorer, ResponseItem
+    from halluscope.ensemble.tuning import EnsembleConfig, tune
+
+    cal = tmp_path / "cal.json"
+    shutil.copy(calibration.packaged_path(), cal)
+    dbf = _fresh_db(db, request, tmp_path, "e")
+    answers = _sac3(data_dir, 20, samples=3)
+    s = Server(dbf, "--calibration", str(cal)).start()
+    try:
+        with s.client() as c:
+            reviewer = c.request("POST", "/v1/keys", json={"name": "rev-e", "scopes": ["review"]})["key"]
+            jid = c.submit([{k: v for k, v in a.items() if k != "correct"} for a in answers])["id"]
+            c.wait(jid, poll=0.5, timeout=600)
+            rows = list(c.job_results(jid))
+            before = c.check(**SHORT[0])
+        assert before["ensemble"] is None and all(r["ensemble"] is None for r in rows)  # none tuned yet
+        with s.client(reviewer) as rc:
+            for row, a in zip(rows, answers):
+                rc.review(row["id"], None, "accurate" if a["correct"] else "inaccurate")
+        r = subprocess.run([sys.executable, "-m", "halluscope", "calibrate", "--from-db", dbf, "-o", str(cal),
+                            "--base", str(cal)], capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr
+
+        async def burst():  # sent while the loop switches: none may be lost
+            async with AsyncClient(s.url, key=s.admin_key) as ac:
+                return await asyncio.gather(*(ac.check(**SHORT[k % 2]) for k in range(6)))
+
+        during = asyncio.run(burst())
+        with s.client() as c:
+            t0 = time.monotonic()
+            while (after := c.check(**SHORT[0]))["ensemble"] is None and time.monotonic() - t0 < 60:
+                time.sleep(0.5)
+            stored = c.result(after["id"])
+        content = json.loads(cal.read_text())
+        cfg = EnsembleConfig(**content["ensemble"])
+        _ensemble_matches(after, cfg)
+        # /v1/admin/reload: a changed file whose change the watcher cannot see (mtime put back) is used after it
+        st, tmp = os.stat(cal), tmp_path / "cal.new"
+        tmp.write_text(json.dumps({**content, "ensemble": {**content["ensemble"], "threshold": 0.999}}))
+        os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+        os.replace(tmp, cal)  # atomic: the watcher never sees another mtime
+        with s.client() as c:
+            time.sleep(1.0)
+            unseen = c.check(**SHORT[1])
+            c.request("POST", "/v1/admin/reload")
+            time.sleep(1.0)
+            reloaded = c.check(**SHORT[1])
+    finally:
+        s.stop()
+    assert len(during) == 6 and all(d["probability"] is not None for d in during)
+    assert stored["ensemble"] == after["ensemble"]
+    assert unseen["ensemble"]["threshold"] == pytest.approx(cfg.threshold)
+    assert reloaded["ensemble"]["threshold"] == 0.999 and reloaded["ensemble"]["flagged"] is True
+    # the server's components are the ensemble scorer's values, and adding them left the combination unchanged
+    scorer = ComponentScorer(components=list(DEFAULT_COMPONENTS))
+    short = scorer.score([ResponseItem("s", SHORT[0]["prompt"], SHORT[0]["response"], SHORT[0]["samples"])])[0]
+    assert [after["ensemble"]["components"][c] for c in DEFAULT_COMPONENTS] == pytest.approx(
+        [short[c] for c in DEFAULT_COMPONENTS], abs=1e-5)
+    assert after["result"]["sentence_scores"]["combination"] == pytest.approx(
+        before["result"]["sentence_scores"]["combination"], abs=1e-9)
+    # the report and the fit: tuning.tune on the reviewed answers' components, AUROC before and after by CV
+    rep = json.loads(next(x for x in r.stdout.splitlines() if x.startswith("{")))["ensemble"]
+    wrong = sum(not a["correct"] for a in answers)
+    assert rep["answers_reviewed"] == 20 and rep["inaccurate"] == wrong and 2 <= wrong <= 18
+    assert rep["components"] == list(DEFAULT_COMPONENTS) and rep["folds"] == min(5, wrong, 20 - wrong)
+    assert 0 <= rep["before"]["probability"]["auroc"] <= 1 and 0 <= rep["after_cv"]["auroc"] <= 1
+    assert "answer" in json.loads(next(x for x in r.stdout.splitlines() if x.startswith("{")))  # Platt too
+    assert "ensemble (20 answers): AUROC probability" in r.stdout
+    items = [ResponseItem(a["id"], a["prompt"], a["response"], a["samples"]) for a in answers]
+    C = np.array([[row[c] for c in DEFAULT_COMPONENTS] for row in scorer.score(items)])
+    want = tune(C, np.array([int(not a["correct"]) for a in answers]), list(DEFAULT_COMPONENTS))
+    assert cfg.components == want.components and cfg.weights == pytest.approx(want.weights, abs=1e-6)
+    assert cfg.threshold == pytest.approx(want.threshold, abs=1e-6) and "20 answers reviewed" in cfg.trained_on
+
+
+def test_stats_distribution_per_time_bucket_and_tag(server, db):
+    """/v1/stats: per tag and per time bucket, the rate and the distribution of the answer probability (counts per
+    bin, beside the old fields), the distribution per tag, and the overall histogram, all consistent."""
+    import datetime as dt
+
+    import sqlalchemy as sa
+
+    from halluscope.serve.db import make_engine, results
+
+    with server.client() as c:
+        a1 = c.check(**SHORT[0], tags={"model": "hist-a"})
+        a2 = c.check(**SHORT[1], tags={"model": "hist-a"})
+        b1 = c.check(**SHORT[1], tags={"model": "hist-b"})
+    eng = make_engine(db)
+    with eng.begin() as conn:  # a1 moves two hours back: hist-a spans two hourly buckets
+        old = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=2)
+        conn.execute(results.update().where(results.c.uid == a1["id"]).values(created_at=old))
+    eng.dispose()
+    with server.client() as c:
+        st = c.stats(group="model", bucket="hour")
+    bin_of = lambda p: min(int(p * 10), 9)  # noqa: E731
+    a = st["series"]["hist-a"]
+    assert [p["n"] for p in a] == [1, 1] and a[0]["t"] < a[1]["t"]
+    for point, res in zip(a, (a1, a2)):
+        assert {"t", "n", "flagged", "rate", "mean_probability", "counts"} <= set(point)
+        assert point["counts"] == [int(k == bin_of(res["probability"])) for k in range(10)]
+    assert st["histograms"]["hist-b"]["counts"] == [int(k == bin_of(b1["probability"])) for k in range(10)]
+    assert st["histograms"]["hist-a"]["counts"] == [x + y for x, y in zip(a[0]["counts"], a[1]["counts"])]
+    assert st["histograms"]["hist-a"]["edges"] == st["histogram"]["edges"] and len(st["histogram"]["edges"]) == 11
+    for key, points in st["series"].items():  # every group's histogram is the sum of its buckets'
+        assert st["histograms"][key]["counts"] == [sum(col) for col in zip(*(p["counts"] for p in points))]
+    assert st["histogram"]["counts"] == [sum(col) for col in zip(*(h["counts"] for h in st["histograms"].values()))]
+    assert sum(st["histogram"]["counts"]) == st["n"]
 
 
 def test_prompt_only_check_draws_with_a_real_llm_server(tmp_path):

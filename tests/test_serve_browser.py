@@ -79,3 +79,27 @@ def test_review_queue_marks_a_sentence(filled, tmp_path):
                                  "JOIN results r ON r.id = v.result_id")).all()
     assert [(u, n, lab, who) for u, n, lab, who, _ in rows] == [(seen["id"], 1, "inaccurate", "rev-browser")]
     assert rows[0][4] is not None
+
+
+def test_docs_render_from_the_server_itself(filled, tmp_path):
+    """/docs (Swagger UI) renders the API from assets the service serves: every request the browser makes goes to
+    the server itself, none fails, and no console error."""
+    from urllib.parse import urlsplit
+
+    import httpx
+
+    s, _, _ = filled
+    host = urlsplit(s.url).netloc
+    seen, failed = [], []
+    with chromium_page(1280, 900) as (page, errors):
+        page.on("request", lambda r: seen.append(r.url))
+        page.on("requestfailed", lambda r: failed.append(r.url))
+        page.goto(s.url + "/docs")
+        page.wait_for_selector(".swagger-ui .opblock-summary-path", timeout=30000)
+        paths = page.eval_on_selector_all(".opblock-summary-path", "els => els.map(e => e.dataset.path)")
+        assert {"/v1/check", "/v1/jobs", "/v1/stats", "/v1/admin/reload"} <= set(paths)
+        page.screenshot(path=str(tmp_path / "docs.png"))
+    assert any(u.endswith("swagger-ui-bundle.js") for u in seen) and any(u.endswith("swagger-ui.css") for u in seen)
+    assert [u for u in seen if urlsplit(u).netloc != host and not u.startswith(("data:", "blob:"))] == []
+    assert failed == [] and errors == []
+    assert httpx.get(s.url + "/redoc").status_code == 404  # not served: ReDoc's bundle fetches a logo from a CDN

@@ -16,6 +16,7 @@ diagram) is in EVALUATION.md.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from functools import lru_cache
 from importlib import resources
@@ -183,22 +184,28 @@ def _before_after(before: np.ndarray, z: np.ndarray, y: np.ndarray, folds: int) 
 
 
 def refit_from_reviews(db: str | None = None, base: str | Path | None = None, folds: int = 5,
-                       min_reviews: int = 20) -> tuple[dict, dict]:
-    """Refit the Platt scalings of the default probability from the service's reviews (``calibrate --from-db``).
+                       min_reviews: int = 20, ensemble_components=None) -> tuple[dict, dict]:
+    """Refit the Platt scalings of the default probability, and the tuned response ensemble, from the service's
+    reviews (``calibrate --from-db``).
 
     The z statistics stay those of ``base`` (default: the packaged calibration); the sentence Platt is refitted on the
     reviewed sentences (label: the latest review; inaccurate = hallucinated), the answer Platt on the answers reviewed
     as a whole, each only with at least ``min_reviews`` reviews of both kinds. Returns the new calibration content
     and a report: per level, ECE, Brier and AUROC before (the base calibration as it is) and after (out-of-fold
     predictions of a K-fold cross-validation of the refit), so the gain is measured on reviews it was not fitted on.
+    With at least 20 answers reviewed as a whole (2 of each label), the ensemble's weights and threshold are tuned on
+    them too and written under ``ensemble`` (:mod:`halluscope.serve.ensemble`; components: ``ensemble_components``,
+    else those of the base file's ensemble, else the model-free defaults); report ``ensemble``.
     """
+    from .serve import ensemble as serve_ensemble
     from .serve.db import make_engine
     from .serve.store import reviewed_items
 
     base_path = base or packaged_path()
     content = json.loads(Path(base_path).read_text())
     cal = from_dict(content["probability"])
-    sentences, answers = reviewed_items(make_engine(db))
+    engine = make_engine(db)
+    sentences, answers = reviewed_items(engine)
     report: dict = {"sentences_reviewed": 0, "answers_reviewed": len(answers)}
     z, y = [], []
     for it, labels in sentences:
@@ -216,9 +223,37 @@ def refit_from_reviews(db: str | None = None, base: str | Path | None = None, fo
     if len(ya) >= min_reviews and 0 < ya.sum() < len(ya):
         report["answer"] = _before_after(cal.response.predict_proba(za), za, ya, folds)
         cal.response = Platt(fitted_on=f"{len(ya)} reviewed answers (halluscope serve)").fit(za, ya)
+    base_ens = serve_ensemble.load(base_path)
+    ens, report["ensemble"] = serve_ensemble.refit(engine, base_ens, ensemble_components, folds)
+    engine.dispose()
+    if ens is not None:
+        content[serve_ensemble.ENTRY] = dataclasses.asdict(ens)
     if "sentence" not in report and "answer" not in report:
         raise ValueError(f"too few reviews to refit: {len(y)} sentences and {len(ya)} answers reviewed; at least "
                          f"{min_reviews} of one level, with both labels, are needed")
     cal.fitted_on = f"{cal.fitted_on}; refitted from reviews"
     content["probability"] = cal.to_dict()
     return content, report
+
+
+def describe_refit(report: dict) -> list[str]:
+    """The lines ``calibrate --from-db`` prints: per refitted level, ECE / Brier / AUROC before and after (CV)."""
+    lines = []
+    for level in ("sentence", "answer"):
+        if level in report:
+            b, a = report[level]["before"], report[level]["after_cv"]
+            lines.append(f"{level}s ({b['n']} reviewed): ECE {b['ece']:.3f} -> {a['ece']:.3f}, Brier {b['brier']:.3f}"
+                         f" -> {a['brier']:.3f}, AUROC {b['auroc']:.3f} -> {a['auroc']:.3f} (after: cross-validation)")
+    ens = report.get("ensemble") or {}
+    if "skipped" in ens:
+        lines.append(f"ensemble not refitted: {ens['skipped']}")
+    elif ens:
+        f = lambda d, k: f"{d[k]:.3f}" if k in d else "-"  # noqa: E731
+        b, a = ens["before"], ens["after_cv"]
+        was = f"probability {f(b['probability'], 'auroc')}" + (
+            f", previous ensemble {f(b['ensemble'], 'auroc')}" if "ensemble" in b else "")
+        w = ", ".join(f"{c} {x:.2f}" for c, x in ens["weights"].items())
+        lines.append(f"ensemble ({ens['answers_reviewed']} answers): AUROC {was} -> {f(a, 'auroc')}, ECE "
+                     f"{f(b['probability'], 'ece')} -> {f(a, 'ece')} (after: {ens['folds']}-fold cross-validation); "
+                     f"weights {w}, flagged below {ens['threshold']:.3f}")
+    return lines

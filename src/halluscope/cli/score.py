@@ -72,6 +72,9 @@ def score(
                                           "(default: the running Ray, else a local one)."),
     actors: Optional[int] = typer.Option(None, "--actors", help="With --engine ray: scoring actors (default: one "
                                          "per GPU, else one per CPU)."),
+    gpus: Optional[float] = typer.Option(None, "--gpus-per-actor", help="With --engine ray: GPUs each actor holds "
+                                         "(e.g. 0.5: two actors per GPU; 0: CPUs only; default: 1 where the cluster "
+                                         "has GPUs, else 0)."),
 ):
     """Score every sentence of each record's response against its samples, and each passage as a whole."""
     from ..io import write_results
@@ -79,10 +82,12 @@ def score(
     if engine != "local":
         if claims:
             raise ValueError("--claims runs with --engine local (the Ray output holds sentences and answers only)")
-        return _score_on_ray(engine, path, output, resume, address, actors, as_json, dict(
+        stages = _qa_stages(qa_stage)
+        return _score_on_ray(engine, path, output, resume, address, (actors, gpus), as_json, dict(
             methods=methods, encoder=encoder, layer=layer, precision=precision, sentence_split=split, nli=nli,
             nli_evidence=nli_evidence if nli_evidence == "sample" else int(nli_evidence),
-            nli_precision=nli_precision, bertscore_baseline=str(baseline) if baseline else None, combine=combine))
+            nli_precision=nli_precision, bertscore_baseline=str(baseline) if baseline else None, combine=combine,
+            **({"qa_stages": stages} if stages else {})))
     recs, errors = _read_records_or_exit(path or example_path())
     det = _detector(methods, encoder, layer, nli, str(baseline) if baseline else None, combine, precision, split,
                     nli_evidence=nli_evidence, nli_precision=nli_precision, claims=claims)
@@ -294,21 +299,23 @@ def calibrate_cmd(
     base: Optional[Path] = typer.Option(None, "--base", help="With --from-db: the calibration refitted (default: "
                                         "the packaged one)."),
     graded_out: Optional[Path] = typer.Option(None, "--graded-out", help="With --from-db: also write the answers "
-                                              "reviewed as a whole as graded JSONL, for `ensemble tune` (weights)."),
+                                              "reviewed as a whole as graded JSONL, for `ensemble tune`."),
+    ensemble_components: Optional[str] = typer.Option(None, "--ensemble-components", help="With --from-db: the "
+                                                      "ensemble's components (default: the base file's, else "
+                                                      "exact_match,non_contradiction,semantic_negentropy,bertscore,"
+                                                      "cosine)."),
 ):
     """Fit the default probability: z statistics and sentence Platt scaling on WikiBio passages 0-118, answer Platt
-    scaling on SAC3 NQ-Open's graded answers; or, with --from-db, refit the Platt scalings from reviewers' marks
-    (a server started with --calibration on the same file picks the new fit up while serving)."""
+    scaling on SAC3 NQ-Open's graded answers; or, with --from-db, refit the Platt scalings from reviewers' marks and,
+    with 20 or more answers reviewed as a whole, tune the response ensemble's weights on them (written into the same
+    file; a server started with --calibration on it picks both up while serving)."""
     from .. import calibration
 
     if from_db:
-        content, rep = calibration.refit_from_reviews(from_db, base)
-        for level in ("sentence", "answer"):
-            if level in rep:
-                b, a = rep[level]["before"], rep[level]["after_cv"]
-                console.print(f"{level}s ({b['n']} reviewed): ECE {b['ece']:.3f} -> {a['ece']:.3f}, Brier "
-                              f"{b['brier']:.3f} -> {a['brier']:.3f}, AUROC {b['auroc']:.3f} -> {a['auroc']:.3f} "
-                              "(after: 5-fold cross-validation)")
+        comps = [c.strip() for c in ensemble_components.split(",") if c.strip()] if ensemble_components else None
+        content, rep = calibration.refit_from_reviews(from_db, base, ensemble_components=comps)
+        for line in calibration.describe_refit(rep):
+            console.print(line, highlight=False)
         print(json.dumps(rep))
         if graded_out:
             _write_graded(from_db, graded_out)
@@ -352,8 +359,9 @@ def list_methods(as_json: bool = typer.Option(False, "--json", help="Print the r
 
 
 
-def _score_on_ray(engine, path, output, resume, address, actors, as_json, options) -> None:
-    """``score --engine ray``: the library's :func:`~halluscope.scale.score_with_ray`, then a one-line summary."""
+def _score_on_ray(engine, path, output, resume, address, pool, as_json, options) -> None:
+    """``score --engine ray``: the library's :func:`~halluscope.scale.score_with_ray` (``pool``: actors and GPUs per
+    actor; ``options``: the Detector's, as the local path sets them), then a one-line summary."""
     from dataclasses import asdict
 
     from ..scale import score_with_ray
@@ -363,7 +371,8 @@ def _score_on_ray(engine, path, output, resume, address, actors, as_json, option
     if path is None or output is None:
         raise ValueError("--engine ray needs an input (a file, folder or glob of shards) and -o OUT/ (a folder)")
     try:
-        run = score_with_ray(str(path), output, address=address, num_actors=actors, resume=resume, **options)
+        run = score_with_ray(str(path), output, address=address, num_actors=pool[0], num_gpus_per_actor=pool[1],
+                             resume=resume, **options)
     except ImportError as e:  # Ray missing: one line, exit 2, like every library error (printed as written)
         raise ValueError(str(e)) from None
     if as_json:

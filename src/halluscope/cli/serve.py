@@ -25,7 +25,8 @@ def serve(
     db: Optional[str] = DbOpt,
     methods: Optional[str] = MethodsOpt,
     calibration: Optional[Path] = typer.Option(None, "--calibration", help="Calibration file (watched: a new fit, "
-                                               "e.g. by `calibrate --from-db`, is picked up while serving)."),
+                                               "e.g. by `calibrate --from-db`, and its tuned response ensemble are "
+                                               "picked up while serving)."),
     no_auth: bool = typer.Option(False, "--no-auth", help="No API keys (only on a loopback address)."),
     rate_limit: float = typer.Option(600, "--rate-limit", help="Requests a minute per key (0: no limit)."),
     max_body_mb: float = typer.Option(10, "--max-body-mb", help="Largest request body."),

@@ -1,14 +1,17 @@
 """``halluscope serve``: the HTTP API and pages (FastAPI), over the scoring loop and the database.
 
-Routes (OpenAPI docs at ``/docs``); the scope each needs is in brackets:
+Routes (OpenAPI docs at ``/docs``, Swagger UI from packaged assets, no CDN); the scope each needs is in brackets:
 
 - ``POST /v1/check`` [submit]: one answer (``response`` + ``samples``, or a ``prompt`` the configured LLM answers and
-  samples) -> its stored result: per-sentence and per-answer probability, flags, evidence, method scores;
+  samples) -> its stored result: per-sentence and per-answer probability, flags, evidence, method scores, and
+  ``ensemble`` (the tuned response ensemble's confidence, score and flag when the calibration file has one, else
+  null: :mod:`.ensemble`);
 - ``POST /v1/jobs`` [submit]: many answers (a JSON list, ``{"records": [...], "tags": {...}}``, or JSONL) -> a job id;
   ``GET /v1/jobs/{id}`` progress, ``GET /v1/jobs/{id}/results`` its results, paged;
 - ``GET /v1/results`` [submit or review] with filters (flagged, since/until, ``tag=key:value``, reviewed), paged;
   ``GET /v1/results/{id}``; ``POST /v1/results/{id}/reviews`` [review] marks a sentence (or the answer) accurate or
-  inaccurate; ``GET /v1/stats`` [submit or review]: rate and probability over time, per tag, and their histogram;
+  inaccurate; ``GET /v1/stats`` [submit or review]: rate, mean probability and probability distribution over time,
+  per tag;
 - ``POST/GET/DELETE /v1/keys`` and ``POST /v1/admin/reload`` [admin]; ``GET /metrics`` [admin] for Prometheus;
 - ``/`` the dashboard and ``/review`` the review queue (static pages; they call the API with the key a person enters).
 
@@ -30,6 +33,7 @@ from typing import Any
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from fastapi_offline import FastAPIOffline
 
 from ..types import Record, RecordError
 from . import store
@@ -46,7 +50,7 @@ class ServeConfig:
 
     db: str | None = None
     methods: str | None = None
-    calibration: str | None = None
+    calibration: str | None = None  # watched; its ``ensemble`` entry (a tuned EnsembleConfig) is served too
     auth: bool = True
     rate_limit: float = 600.0  # requests a minute per key (0: none)
     max_body_mb: float = 10.0
@@ -176,8 +180,15 @@ def create_app(config: ServeConfig) -> FastAPI:
 
     engine = make_engine(config.db)
 
-    def make_detector(calibration):
-        return Detector(methods=config.methods, calibration=calibration, **config.detector_options)
+    def make_detector(calibration, extra_methods=()):
+        """The detector of ``config.methods``, also computing ``extra_methods`` (a tuned ensemble's components)
+        without changing what ``combination`` averages."""
+        det = Detector(methods=config.methods, calibration=calibration, **config.detector_options)
+        extra = [m for m in extra_methods if m not in det.methods]
+        if not extra:
+            return det
+        return Detector(methods=[*det.methods, *extra], calibration=calibration,
+                        **{**config.detector_options, "combine": det.combine})
 
     metrics = Metrics()
 
@@ -191,8 +202,11 @@ def create_app(config: ServeConfig) -> FastAPI:
         loop.stop()
         engine.dispose()
 
-    app = FastAPI(title="halluscope", version="0.1.0", lifespan=lifespan,
-                  description="Zero-resource hallucination detection as a service: check answers, run jobs, review.")
+    # /docs (Swagger UI) from assets packaged in fastapi-offline, served by this process: no CDN. No /redoc: its
+    # bundle always loads a logo from its vendor's CDN.
+    app = FastAPIOffline(redoc_url=None, title="halluscope", version="0.1.0", lifespan=lifespan,
+                         description="Zero-resource hallucination detection as a service: check answers, run jobs, "
+                                     "review.")
     app.add_middleware(BodyLimit, limit=int(config.max_body_mb * 1024 * 1024))
 
     @app.middleware("http")
@@ -386,8 +400,10 @@ async def review(uid: str, request: Request, who: Principal = Depends(require("r
 @api.get("/v1/stats", tags=["results"])
 def stats(request: Request, since: str | None = None, until: str | None = None, tag: list[str] | None = Query(None),
           bucket: str = "hour", group: str | None = None, _: Principal = Depends(require(*READ))):
-    """Hallucination rate (flagged share) and mean probability per time bucket (minute, hour, day), per value of the
-    tag ``group`` (e.g. ``group=model``), with the distribution of the answer probability."""
+    """Hallucination rate (flagged share), mean probability and the distribution of the answer probability
+    (``counts`` per bin of ``histogram.edges``) per time bucket (minute, hour, day), per value of the tag ``group``
+    (e.g. ``group=model``; else one series ``all``); the distribution per group (``histograms``) and overall
+    (``histogram``)."""
     try:
         return store.stats(_service(request).engine, since=_when(since, "since"), until=_when(until, "until"),
                            tags=_tags(tag), bucket=bucket, group=group)
@@ -424,7 +440,8 @@ def delete_key(key_id: int, request: Request, _: Principal = Depends(require("ad
 
 @api.post("/v1/admin/reload", tags=["admin"])
 def reload(request: Request, _: Principal = Depends(require("admin"))):
-    """Rebuild the detector with the calibration file now (it is also picked up by itself when the file changes)."""
+    """Rebuild the detector with the calibration file and its tuned ensemble now, between two batches (they are
+    also picked up by themselves when the file changes)."""
     _service(request).loop.request_reload()
     return {"reloading": True}
 

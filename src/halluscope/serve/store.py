@@ -19,9 +19,12 @@ from .db import LABELS, job_records, jobs, now, results, reviews
 PROBABILITY = "probability"
 
 
-def _row_of(it: ItemResult, rec: Record, tags: dict, key_name: str | None, job: tuple[str, int] | None) -> dict:
+def _row_of(it: ItemResult, rec: Record, tags: dict, key_name: str | None, job: tuple[str, int] | None,
+            ensemble: dict | None = None) -> dict:
     data = it.to_dict()
     data["samples"] = list(rec.samples)
+    if ensemble is not None:  # the tuned ensemble's output (serve/ensemble.py), when the config has one
+        data["ensemble"] = ensemble
     prob = it.passage_scores.get(PROBABILITY)
     return {"uid": uuid.uuid4().hex, "created_at": now(), "job_id": job[0] if job else None,
             "job_index": job[1] if job else None, "record_id": str(it.id)[:200], "tags": dict(tags),
@@ -29,10 +32,11 @@ def _row_of(it: ItemResult, rec: Record, tags: dict, key_name: str | None, job: 
             "n_sentences": len(it.sentences), "key_name": key_name, "data": data}
 
 
-def save_results(engine: sa.Engine, scored: list[tuple[ItemResult, Record, dict, str | None]]) -> list[dict]:
-    """Store interactively checked answers (one transaction); returns them as the API shows a stored result (no
-    reviews yet), without reading them back."""
-    rows = [_row_of(it, rec, tags, key, None) for it, rec, tags, key in scored]
+def save_results(engine: sa.Engine, scored: list[tuple[ItemResult, Record, dict, str | None, dict | None]]
+                 ) -> list[dict]:
+    """Store interactively checked answers: (result, record, tags, key name, ensemble output or None), one
+    transaction; returns them as the API shows a stored result (no reviews yet), without reading them back."""
+    rows = [_row_of(it, rec, tags, key, None, ens) for it, rec, tags, key, ens in scored]
     if rows:
         with engine.begin() as c:
             c.execute(results.insert(), rows)
@@ -73,12 +77,12 @@ def _finish_job(engine: sa.Engine, job_id: str) -> None:
         c.execute(jobs.update().where(jobs.c.id == job_id).values(status="done", updated_at=now()))
 
 
-def save_job_results(engine: sa.Engine, job_id: str, scored: list[tuple[int, ItemResult, Record]], tags: dict,
-                     key_name: str | None, failed: dict[int, str] | None = None) -> None:
-    """Results of job records, the records' ``done`` marks (``error`` with its message for ``failed``) and the job's
-    count: one transaction."""
-    rows = [_row_of(it, rec, tags, key_name, (job_id, idx)) for idx, it, rec in scored]
-    idxs = [idx for idx, _, _ in scored]
+def save_job_results(engine: sa.Engine, job_id: str, scored: list[tuple[int, ItemResult, Record, dict | None]],
+                     tags: dict, key_name: str | None, failed: dict[int, str] | None = None) -> None:
+    """Results of job records ((index, result, record, ensemble output or None)), the records' ``done`` marks
+    (``error`` with its message for ``failed``) and the job's count: one transaction."""
+    rows = [_row_of(it, rec, tags, key_name, (job_id, idx), ens) for idx, it, rec, ens in scored]
+    idxs = [idx for idx, _, _, _ in scored]
     with engine.begin() as c:
         if rows:
             c.execute(results.insert(), rows)
@@ -116,7 +120,7 @@ def public(row: Any, full: bool = True) -> dict:
     """A stored result as the API returns it."""
     d = {"id": row["uid"], "created_at": _iso(row["created_at"]), "record_id": row["record_id"],
          "tags": row["tags"], "probability": row["probability"], "flagged": row["flagged"],
-         "job_id": row["job_id"], "job_index": row["job_index"]}
+         "job_id": row["job_id"], "job_index": row["job_index"], "ensemble": row["data"].get("ensemble")}
     if full:
         d["result"] = row["data"]
     else:
@@ -207,22 +211,30 @@ def reviewed_items(engine: sa.Engine) -> tuple[list[tuple[ItemResult, list[float
     return sentences, answers
 
 
-def graded_answers(engine: sa.Engine) -> list[dict]:
-    """Answers reviewed as a whole, as graded records (prompt, response, samples, correct: the latest review says
-    accurate), the input of ``halluscope ensemble tune``."""
+def reviewed_answers(engine: sa.Engine) -> list[tuple[str, dict, bool]]:
+    """Results reviewed as a whole: (result id, stored data, wrong: the latest whole-answer review says
+    inaccurate), in the order of their first such review."""
     with engine.connect() as c:
         rows = c.execute(sa.select(results.c.uid, results.c.data, reviews.c.label)
                          .join(reviews, reviews.c.result_id == results.c.id)
                          .where(reviews.c.sentence.is_(None)).order_by(reviews.c.id)).all()
     latest = {uid: (data, label) for uid, data, label in rows}
+    return [(uid, data, label == "inaccurate") for uid, (data, label) in latest.items()]
+
+
+def graded_answers(engine: sa.Engine) -> list[dict]:
+    """Answers reviewed as a whole, as graded records (prompt, response, samples, correct: the latest review says
+    accurate), the input of ``halluscope ensemble tune``."""
     return [{"id": uid, "prompt": d.get("prompt"), "response": d["response"], "samples": d.get("samples", []),
-             "correct": label == "accurate"} for uid, (d, label) in latest.items()]
+             "correct": not wrong} for uid, d, wrong in reviewed_answers(engine)]
 
 
 def stats(engine: sa.Engine, *, since=None, until=None, tags=None, bucket: str = "hour", group: str | None = None,
           bins: int = 10) -> dict:
-    """Hallucination rate (share of flagged answers) and mean probability per time bucket, per value of the tag
-    ``group`` (or overall), and the distribution of the answer probability."""
+    """Hallucination rate (share of flagged answers), mean probability and the distribution of the answer
+    probability (counts over ``bins`` equal bins of [0, 1], edges in ``histogram.edges``) per time bucket, per value
+    of the tag ``group`` (or overall: ``all``); the distribution per group over the whole range (``histograms``) and
+    over everything (``histogram``)."""
     conds = _filters(None, since, until, tags or {}, None, None)
     cols = [results.c.created_at, results.c.flagged, results.c.probability]
     if group:
@@ -233,22 +245,27 @@ def stats(engine: sa.Engine, *, since=None, until=None, tags=None, bucket: str =
     if step is None:
         raise ValueError("bucket: must be minute, hour or day")
     series: dict[str, dict[int, list]] = {}
-    probs = []
     for r in rows:
         t = r.created_at if r.created_at.tzinfo else r.created_at.replace(tzinfo=dt.timezone.utc)
         b = int(t.timestamp()) // step * step
         key = (r.g if group else "all") or "(none)"
         series.setdefault(key, {}).setdefault(b, []).append((r.flagged, r.probability))
-        if r.probability is not None:
-            probs.append(r.probability)
-    out = {}
+
+    def hist(probs: list) -> list[int]:
+        return [int(x) for x in np.histogram(np.asarray([p for p in probs if p is not None], float), bins=bins,
+                                             range=(0.0, 1.0))[0]]
+
+    out, per_group = {}, {}
     for key, buckets in series.items():
         out[key] = [{"t": dt.datetime.fromtimestamp(b, dt.timezone.utc).isoformat(), "n": len(v),
                      "flagged": sum(f for f, _ in v), "rate": sum(f for f, _ in v) / len(v),
-                     "mean_probability": _mean([p for _, p in v if p is not None])} for b, v in sorted(buckets.items())]
-    hist, edges = np.histogram(np.asarray(probs, float), bins=bins, range=(0.0, 1.0))
+                     "mean_probability": _mean([p for _, p in v if p is not None]),
+                     "counts": hist([p for _, p in v])} for b, v in sorted(buckets.items())]
+        per_group[key] = hist([p for v in buckets.values() for _, p in v])
+    edges = [float(e) for e in np.linspace(0.0, 1.0, bins + 1)]
     return {"bucket": bucket, "group": group, "n": len(rows), "flagged": int(sum(r.flagged for r in rows)),
-            "series": out, "histogram": {"edges": [float(e) for e in edges], "counts": [int(x) for x in hist]}}
+            "series": out, "histogram": {"edges": edges, "counts": hist([r.probability for r in rows])},
+            "histograms": {k: {"edges": edges, "counts": v} for k, v in per_group.items()}}
 
 
 def _mean(xs: list[float]) -> float | None:

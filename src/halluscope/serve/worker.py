@@ -7,7 +7,10 @@ database, scores them and stores their results with their ``done`` marks in one 
 survives a restart (even ``kill -9``): whatever was not committed is still pending and is scored once, later.
 
 The calibration file is watched: when it changes (``halluscope calibrate --from-db -o FILE``), the loop builds a new
-detector between two batches (models are shared per process, so this is cheap) and no request is lost.
+detector between two batches (models are shared per process, so this is cheap) and no request is lost. The file's
+tuned ensemble (:mod:`.ensemble`) is reloaded with it: its components become methods of the new detector and every
+answer scored after the switch carries the ensemble's output. A file that cannot be used is logged and the previous
+configuration kept.
 """
 
 from __future__ import annotations
@@ -40,12 +43,15 @@ class CheckRequest:
 class ScoringLoop:
     """``submit`` a record, get a Future of its stored result; jobs are picked up from the database."""
 
-    def __init__(self, engine: sa.Engine, make_detector: Callable[[str | None], Any], calibration: str | None = None,
-                 max_batch: int = 16, max_wait: float = 0.01, job_chunk: int = 16, metrics=None):
+    def __init__(self, engine: sa.Engine, make_detector: Callable[[str | None, tuple], Any],
+                 calibration: str | None = None, max_batch: int = 16, max_wait: float = 0.01, job_chunk: int = 16,
+                 metrics=None):
+        """``make_detector(calibration, extra_methods)``: the detector of the calibration file, also computing the
+        extra methods (the tuned ensemble's components)."""
         self.engine, self.make_detector, self.calibration = engine, make_detector, calibration
         self.max_batch, self.max_wait, self.job_chunk = max_batch, max_wait, job_chunk
         self.metrics = metrics
-        self.detector = make_detector(calibration)
+        self.detector, self.ensemble = self._build()
         self._mtime = self._calibration_mtime()
         self._checks: queue.Queue[CheckRequest] = queue.Queue()
         self._wake = threading.Event()
@@ -105,9 +111,13 @@ class ScoringLoop:
         return batch
 
     def _score(self, records: list[Record]):
-        """Score records together; each gets a batch-unique id for the run and its own id back in the result."""
+        """Score records together; each gets a batch-unique id for the run and its own id back in the result.
+        Returns per record (result or None, error message or None, the ensemble's output or None)."""
+        from .ensemble import output
+
+        detector, ens = self.detector, self.ensemble  # one configuration for the whole batch
         tmp = [dataclasses.replace(r, id=f"b{k}") for k, r in enumerate(records)]
-        res = self.detector.score(tmp)
+        res = detector.score(tmp)
         by_id = {it.id: it for it in res.items}
         failed = {e.record: f"{e.field}: {e}" for e in res.errors}
         out = []
@@ -115,7 +125,7 @@ class ScoringLoop:
             it = by_id.get(f"b{k}")
             if it is not None:
                 it.id = r.id
-            out.append((it, failed.get(f"b{k}")))
+            out.append((it, failed.get(f"b{k}"), output(it, ens) if it is not None and ens is not None else None))
         if self.metrics:
             self.metrics.batch(len(records))
         return out
@@ -123,17 +133,17 @@ class ScoringLoop:
     def _score_checks(self, batch: list[CheckRequest]) -> None:
         try:
             scored = self._score([b.record for b in batch])
-            ok = [(b, it) for b, (it, _) in zip(batch, scored) if it is not None]
-            stored = store.save_results(self.engine, [(it, b.record, b.tags, b.key_name) for b, it in ok])
+            ok = [(b, it, ens) for b, (it, _, ens) in zip(batch, scored) if it is not None]
+            stored = store.save_results(self.engine, [(it, b.record, b.tags, b.key_name, ens) for b, it, ens in ok])
         except Exception as e:
             for b in batch:
                 b.future.set_exception(e)
             raise
-        for (b, it), out in zip(ok, stored):
+        for (b, it, _), out in zip(ok, stored):
             b.future.set_result(out)
             if self.metrics:
                 self.metrics.scored(it)
-        for b, (it, msg) in zip(batch, scored):
+        for b, (it, msg, _) in zip(batch, scored):
             if it is None:
                 b.future.set_exception(ValueError(msg or "the record could not be scored"))
 
@@ -150,14 +160,14 @@ class ScoringLoop:
                 failed[idx] = str(e)
         scored = self._score([r for _, r in records]) if records else []
         done = []
-        for (idx, rec), (it, msg) in zip(records, scored):
+        for (idx, rec), (it, msg, ens) in zip(records, scored):
             if it is None:
                 failed[idx] = msg or "the record could not be scored"
             else:
-                done.append((idx, it, rec))
+                done.append((idx, it, rec, ens))
         store.save_job_results(self.engine, job_id, done, tags, key_name, failed)
         if self.metrics:
-            for _, it, _ in done:
+            for _, it, _, _ in done:
                 self.metrics.scored(it)
         return True
 
@@ -172,6 +182,14 @@ class ScoringLoop:
         self._mtime = -1.0
         self._wake.set()
 
+    def _build(self):
+        """The detector and the tuned ensemble (or None) of the calibration file as it is now."""
+        from .ensemble import engine_name, load
+
+        ens = load(self.calibration)
+        extra = tuple(engine_name(c) for c in ens.components) if ens else ()
+        return self.make_detector(self.calibration, extra), ens
+
     def _maybe_reload(self) -> None:
         m = self._calibration_mtime()
         if m == self._mtime:
@@ -179,7 +197,12 @@ class ScoringLoop:
         from .. import calibration
 
         calibration._read.cache_clear()
-        self.detector = self.make_detector(self.calibration)
-        self._mtime = m
+        self._mtime = m  # a file that cannot be used is not retried until it changes again
+        try:
+            self.detector, self.ensemble = self._build()
+        except Exception:
+            log.exception("cannot use the calibration file %s: the previous configuration is kept", self.calibration)
+            return
         self.reloads += 1
-        log.info("calibration reloaded from %s", self.calibration or "the package")
+        log.info("calibration reloaded from %s (tuned ensemble: %s)", self.calibration or "the package",
+                 self.ensemble.trained_on if self.ensemble else "none")
