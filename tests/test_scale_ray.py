@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from halluscope.pipeline import DEFAULT_METHODS, Detector
+from halluscope.pipeline import COMBINERS, DEFAULT_METHODS, Detector
 from halluscope.scale import RAY_MISSING, read_output
 from halluscope.scale.output import part_files
 from halluscope.scale.shards import plan_batches, record_dict
@@ -30,6 +30,14 @@ ray = pytest.importorskip("ray", reason="the ray extra: pip install 'halluscope[
 from halluscope.scale import score_with_ray  # noqa: E402
 
 CHEAP = ["ngram1_max", "bertscore"]  # one model (the encoder): quick to load in each actor
+# What a method may need that an offline run on WikiBio cannot give: the methods declaring one of these are the only
+# ones left out of the every-method test (the rest of the registry, a new method included, is in it).
+NOT_OFFLINE = {
+    "llm": "an LLM backend (prompt, the judges, verbalized, p_true, the qa_* prompts)",
+    "logprobs": "the token log-probs of the LLM that wrote the answer (greybox_*): WikiBio records have none",
+    "proxy_lm": "a local causal LM teacher-forced over the answer (proxy_*: the packaged Gemma through llama.cpp)",
+    "mqag_models": "MQAG's question generation and answering models (qa_*): none is available offline",
+}
 
 
 @pytest.fixture(scope="module")
@@ -61,10 +69,31 @@ def one_process(recs, methods, **options):
     return Detector(methods=methods, **options).score(recs)
 
 
+def frames(results) -> dict:
+    """The two tables of single-process Results (sentence, passage), for assert_same."""
+    return {level: results.to_df(level) for level in ("sentence", "passage")}
+
+
+def scored_alone(recs, methods, **options) -> dict:
+    """Each record scored by itself from empty model caches (what a Ray batch of that one record is), in one
+    process: the tables of every record, in order."""
+    from halluscope.engine import store
+    from halluscope.scale.actor import forget_caches
+
+    store.clear()
+    det, parts = Detector(methods=methods, **options), []
+    for r in recs:
+        forget_caches(det.artefacts().models.values())
+        parts.append(frames(det.score([r])))
+    return {k: pd.concat([p[k] for p in parts], ignore_index=True) for k in ("sentence", "passage")}
+
+
 def assert_same(reference, out: Path, tol: float = 1e-6) -> None:
-    """Both levels: the same columns, the same rows in the same order, every score within ``tol``."""
+    """Both levels: the same columns, the same rows in the same order, every score within ``tol``. ``reference``:
+    single-process Results, or a dict of the two tables."""
+    ref = reference if isinstance(reference, dict) else frames(reference)
     for level in ("sentence", "passage"):
-        a, b = reference.to_df(level), read_output(out, level)
+        a, b = ref[level], read_output(out, level)
         assert list(b.columns) == list(a.columns), level
         assert b["id"].tolist() == a["id"].tolist(), level
         for c in a.columns:
@@ -90,50 +119,131 @@ def test_batches_hold_whole_chunks_and_respect_the_token_budget(slice4):
     assert [len(b) for b in plan_batches(slice4, 1, 1)] == [1, 1, 1, 1]  # a chunk over the budget stands alone
 
 
+def offline_methods() -> list[str]:
+    """Every method of the registry that needs none of NOT_OFFLINE, then the combiners."""
+    from halluscope.engine.registry import specs
+
+    return [n for n, sp in specs().items() if not NOT_OFFLINE.keys() & set(sp.needs)] + list(COMBINERS)
+
+
 def test_ray_run_equals_one_process_for_every_method(cluster, slice4, tmp_path):
-    """Default methods plus ngram1_max (whose combination is then normalized over the whole run, so the run-level
-    finishing step is exercised too): the same scores to 1e-6, two batches on two actors."""
-    methods = [*DEFAULT_METHODS, "ngram1_max"]
+    """Every method the engine runs without an LLM (from the registry: sentence and response level, the ten n-gram
+    variants, the combiners), 3 samples each: the same scores to 1e-6, two batches on two actors. The combination
+    then has components without packaged statistics, so the run-level finishing step is exercised too."""
+    methods = offline_methods()
+    assert {*DEFAULT_METHODS, "nli", "support", "ngram5_avg", "luq", "kle", "eigv", "cosine", "exact_match",
+            "bertscore_response", "learned"} <= set(methods)  # the registry was read, not an empty list
+    for r in slice4:
+        r.samples = r.samples[:3]
     reference = one_process(slice4, methods, chunk_size=2)
     run = score_with_ray(slice4, tmp_path, methods=methods, num_actors=2, batch_tokens=1, chunk_size=2)
     assert (run.records, run.batches, run.shards, run.errors) == (4, 2, 1, 0)
     assert run.combination is not None and "ngram1_max" in run.combination["statistics"]
     assert len(part_files(tmp_path, "sentence")) == len(part_files(tmp_path, "passage")) == 2
+    assert set(methods) <= set(read_output(tmp_path, "passage").columns)  # every method has its column
     assert_same(reference, tmp_path)
     assert set(run.scorer_seconds) >= {"bertscore", "nli_support", "entity"}
 
 
-def _kill_one_scoring_worker(stop: threading.Event, killed: list) -> None:
-    """SIGKILL the first Ray actor process seen running a batch (its process title ends in '.submit')."""
-    while not stop.is_set() and not killed:
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                title = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
-            except OSError:
-                continue
-            if title.startswith("ray::MapWorker(MapBatches(ScoreActor))") and title.endswith(".submit"):
-                os.kill(int(pid), signal.SIGKILL)
+def records_sharing_texts(wikibio) -> list:
+    """Four records, each its own batch, that share texts across batches: WikiBio passages 0 and 1 (3 samples),
+    passage 0 again under another id (a duplicate answer: every text and NLI pair repeated), and passage 0's answer
+    checked against passage 1's samples (repeated texts in a new company)."""
+    import copy
+
+    a, b = wikibio[0], wikibio[1]
+    a.samples, b.samples = a.samples[:3], b.samples[:3]
+    dup = copy.deepcopy(a)
+    dup.id = f"{a.id}-again"
+    mixed = copy.deepcopy(b)
+    mixed.id, mixed.response, mixed.sentences, mixed.labels = f"{b.id}-mixed", a.response, None, None
+    return [a, b, dup, mixed]
+
+
+@pytest.mark.parametrize("precision", ["fp32", "auto"])
+def test_records_sharing_texts_across_batches(cluster, wikibio, tmp_path, precision):
+    """Each batch is scored from empty caches, so its scores are those of its records scored alone in a fresh
+    process (to the last bit), whichever actor scored what before. One process instead encodes a shared text once,
+    in the first chunk that has it: in fp32 the Ray run still equals it to 1e-6; in bf16 ('auto' here, a CPU with
+    AVX512-BF16) it may not (a text's vectors depend on its padded batch by ~2e-3: README, Scale-out on Ray)."""
+    recs = records_sharing_texts(wikibio)
+    methods = [*DEFAULT_METHODS, "cosine"]
+    run = score_with_ray(recs, tmp_path, methods=methods, num_actors=2, batch_tokens=1, chunk_size=1,
+                         precision=precision)
+    assert (run.records, run.batches, run.errors) == (4, 4, 0)
+    assert_same(scored_alone(recs, methods, precision=precision), tmp_path, tol=0)
+    if precision == "fp32":
+        assert_same(one_process(recs, methods, chunk_size=1, precision=precision), tmp_path)
+
+
+def _held_actor(markers: Path):
+    """A ScoreActor whose first attempt at batch 1 announces itself (its process id, written to ``markers/pid``)
+    and waits there to be killed: the kill always lands inside that batch, however fast batches are. It waits at
+    most 120 s, then fails the run, so a kill that never comes fails the test instead of hanging it."""
+    from halluscope.scale.actor import ScoreActor
+
+    class HeldActor(ScoreActor):
+        def score_row(self, row):
+            if int(row["batch"]) != 1:
+                return super().score_row(row)
+            try:  # only the first attempt claims the batch; its retry is scored as usual
+                os.close(os.open(markers / "claimed", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                return super().score_row(row)
+            (markers / "pid.tmp").write_text(str(os.getpid()))
+            os.replace(markers / "pid.tmp", markers / "pid")
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                time.sleep(0.01)
+            raise RuntimeError("the test announced this batch but did not kill its actor within 120 s")
+
+    return HeldActor
+
+
+def _descendants(pid: int) -> set[int]:
+    """Process ids under ``pid`` (this test's local Ray: its raylet and workers are children of the driver)."""
+    import psutil
+
+    return {p.pid for p in psutil.Process(pid).children(recursive=True)}
+
+
+def _kill_announced_actor(markers: Path, stop: threading.Event, killed: list) -> None:
+    """SIGKILL the actor that announced itself in ``markers/pid``, once it is seen to be one of this cluster's
+    processes (a descendant of this test's process): nothing outside this test's Ray is touched."""
+    while not stop.is_set():
+        if (markers / "pid").exists():
+            pid = int((markers / "pid").read_text())
+            if pid in _descendants(os.getpid()):
+                os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
-                return
+            else:
+                killed.append(f"{pid}: not a process of this test's Ray, left alone")
+            return
         time.sleep(0.01)
 
 
-def test_a_worker_killed_mid_batch_loses_nothing_and_writes_nothing_twice(cluster, slice4, tmp_path):
+def test_a_worker_killed_mid_batch_loses_nothing_and_writes_nothing_twice(cluster, slice4, tmp_path, monkeypatch):
+    import halluscope.scale.actor
+
     reference = one_process(slice4, CHEAP, chunk_size=1)
+    markers, out = tmp_path / "markers", tmp_path / "out"
+    markers.mkdir()
+    monkeypatch.setattr(halluscope.scale.actor, "ScoreActor", _held_actor(markers))
     stop, killed = threading.Event(), []
-    killer = threading.Thread(target=_kill_one_scoring_worker, args=(stop, killed), daemon=True)
+    killer = threading.Thread(target=_kill_announced_actor, args=(markers, stop, killed), daemon=True)
     killer.start()
-    try:
-        run = score_with_ray(slice4, tmp_path, methods=CHEAP, num_actors=2, batch_tokens=1, chunk_size=1)
+    try:  # max_retries: an actor that kept dying would fail the run, not hang it
+        run = score_with_ray(slice4, out, methods=CHEAP, num_actors=2, batch_tokens=1, chunk_size=1, max_retries=3)
     finally:
         stop.set()
         killer.join()
-    assert killed, "no scoring worker was caught in a batch: the test did not kill anything"
-    assert run.shards == 1 and not run.shards_failed
+    assert len(killed) == 1 and isinstance(killed[0], int), f"no scoring actor of this run was killed: {killed}"
+    # the driver saw each of the 4 batches once: a batch delivered twice (a retry of a finished batch) would count 5
+    assert (run.records, run.batches, run.shards) == (4, 4, 1) and not run.shards_failed
     for level, keys in (("sentence", ["id", "sentence_index"]), ("passage", ["id"])):
-        rows = raw_rows(tmp_path, level)
+        rows = raw_rows(out, level)
         assert not rows.duplicated(subset=keys).any(), f"{level}: a row written twice"
-    assert_same(reference, tmp_path)
+    assert_same(reference, out)
 
 
 def _write_shards(recs, folder: Path, sizes: list[int]) -> list[Path]:
@@ -203,6 +313,37 @@ def test_cli_score_engine_ray(cluster, slice4, tmp_path):
     assert_same(one_process(slice4, ["ngram1_max"]), out)
     bad = CliRunner().invoke(app, ["score", str(src), "--engine", "spark", "-o", str(out)])
     assert bad.exit_code == 2 and "--engine must be" in bad.output
+
+
+def test_cli_ray_options_reach_the_library(monkeypatch, tmp_path):
+    """--qa-stage reaches the Ray path as it does the local one, --gpus-per-actor and --actors the pool (the call
+    is captured: no Ray run; with no GPU on this machine the GPU path itself is not run, see the next test)."""
+    from typer.testing import CliRunner
+
+    import halluscope.scale
+    from halluscope.cli import app
+    from halluscope.scale import RayRun
+
+    seen: list[dict] = []
+    monkeypatch.setattr(halluscope.scale, "score_with_ray", lambda src, out, **kw: seen.append(kw) or RayRun(out))
+    args = ["score", str(tmp_path / "in.jsonl"), "--engine", "ray", "-o", str(tmp_path / "out")]
+    res = CliRunner().invoke(app, [*args, "--actors", "3", "--gpus-per-actor", "0.5", "--qa-stage", "a=/m/answer",
+                                   "--qa-stage", "u=paper"])
+    assert res.exit_code == 0, res.output
+    assert (seen[0]["num_actors"], seen[0]["num_gpus_per_actor"]) == (3, 0.5)
+    assert seen[0]["qa_stages"] == {"a": "/m/answer", "u": "paper"}
+    assert CliRunner().invoke(app, args).exit_code == 0
+    assert seen[1]["num_gpus_per_actor"] is None and "qa_stages" not in seen[1]  # the library's defaults
+
+
+def test_gpus_asked_for_on_a_cluster_without_gpus_fail_at_once(cluster, slice4, tmp_path):
+    """This cluster (like this machine) has no GPU: actors asking for one would wait forever, so the run stops with
+    a message instead; a negative count is refused before any Ray work."""
+    assert ray.cluster_resources().get("GPU", 0) == 0
+    with pytest.raises(ValueError, match="has 0 GPUs"):
+        score_with_ray(slice4, tmp_path, methods=["ngram1_max"], num_gpus_per_actor=0.5)
+    with pytest.raises(ValueError, match="0 or more"):
+        score_with_ray(slice4, tmp_path, methods=["ngram1_max"], num_gpus_per_actor=-1)
 
 
 def _python(code: str, tmp_path: Path) -> subprocess.CompletedProcess:

@@ -107,7 +107,9 @@ def score_with_ray(source, output_dir: str | Path, methods=None, address: str | 
     address: ``None`` (the running Ray, else a new local one), ``"auto"`` or ``"ray://host:10001"``.
     num_actors / num_gpus_per_actor / num_cpus_per_actor: the pool; by default one actor per GPU where the cluster
     has GPUs, else one actor per CPU with one torch thread (BENCHMARKS.md, issue 16: on busy cores two threads per
-    process ran up to 3x slower than one; each actor holds its own models, about 1 GB).
+    process ran up to 3x slower than one; each actor holds its own models, about 1 GB). num_gpus_per_actor: a
+    fraction shares a GPU (0.5: two actors on each), 0 keeps the actors on CPUs; more GPUs than the cluster has
+    is an error, not a wait. The models go to the GPU Ray gives the actor (``cuda`` when torch sees one).
     batch_tokens: approximate tokens (words of response and samples) per batch; batches hold whole detector chunks.
     resume: skip the shards the output's manifest records as finished (``False``: start the folder again).
     max_retries: restarts of a dead actor and retries of its batches; ``None`` keeps Ray Data's default for actor
@@ -153,6 +155,8 @@ def _make_plan(output_dir, methods, detector_options, batch_tokens, shard_record
         raise ValueError("batch_tokens and shard_records must be at least 1")
     if num_actors is not None and num_actors < 1:
         raise ValueError(f"num_actors must be at least 1, got {num_actors}")
+    if num_gpus_per_actor is not None and num_gpus_per_actor < 0:
+        raise ValueError(f"num_gpus_per_actor must be 0 or more, got {num_gpus_per_actor}")
     return _Plan(Path(output_dir), {**detector_options, "methods": actor_methods}, run_comb, det.chunk_size,
                  batch_tokens, shard_records, num_actors, num_gpus_per_actor, num_cpus_per_actor, max_retries)
 
@@ -249,6 +253,9 @@ def _pool(ray, plan: _Plan, reserve_cpu: bool) -> tuple[int, float, float, int]:
     cpus, gpus = float(res.get("CPU", 1)), float(res.get("GPU", 0))
     per_gpu = plan.num_gpus_per_actor if plan.num_gpus_per_actor is not None else (1.0 if gpus >= 1 else 0.0)
     free = max(1.0, cpus - (1.0 if reserve_cpu else 0.0))
+    if per_gpu > gpus:  # else the actors would wait for GPUs that never come
+        raise ValueError(f"{per_gpu:g} GPUs per actor asked for, but the Ray cluster has {gpus:g} GPUs: start "
+                         "GPU nodes first, or score on CPUs (num_gpus_per_actor=0, --gpus-per-actor 0)")
     if per_gpu > 0:
         n = plan.num_actors or max(1, int(gpus // per_gpu))
         threads = int(plan.num_cpus_per_actor or 1)

@@ -5,7 +5,8 @@ in-memory list of records. Each shard is cut into **batches** by approximate tok
 response and of the samples), and every batch edge falls on an edge of the detector's chunks (``chunk_size`` valid
 records, in input order). A record is therefore scored in the same company as when one process scores the same
 input, so its scores are the same to the last bit, not merely close: the encoder pads each batch of texts to its
-longest, and a different company changes fp32 sums by about 1e-6 and bf16 ones by about 1e-3.
+longest, and a different company changes fp32 sums by about 1e-7 and bf16 ones by about 1e-3. The exception is a
+text shared by records of different chunks, which one process encodes once and reuses (``scale.actor``).
 """
 
 from __future__ import annotations
