@@ -55,3 +55,71 @@ def test_a_mostly_missing_component_never_shrinks_the_evaluated_rows():
     for mode in ("agnostic", "joint"):
         fig, oof, _ = cross_validate(C, halluc, ["judge", "other"], folds=4, mode=mode)
         assert fig["n"] == n and np.isfinite(oof).all()  # rows without a verdict fall back on the other component
+
+
+def test_luq_in_the_tuned_ensemble_with_five_fold_cv_and_in_ensemble_score(detector_models, data_dir, tmp_path):
+    """LUQ as a component on 10 real SAC3 answers (5 right, 5 wrong: the 5-fold CV): its value is 1 - the engine's
+    LUQ score (and, for a one-sentence answer, p_e / (p_e + p_c) of each whole sample against the answer, read
+    directly); every row carries PRR / AURC / ECE / Brier from the metric functions; a config tuned with it is scored
+    by `ensemble score`, which names the components it cannot compute instead of dropping them."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from halluscope import Detector
+    from halluscope.cli import app
+    from halluscope.ensemble.report import markdown_table
+    from halluscope.ensemble.sac3 import analyze
+    from halluscope.evaluation.metrics import aurc, calibration, prr
+    from halluscope.scorers.luq import entail_share
+    from halluscope.text import split_sentences
+
+    enc, nli = detector_models
+    items = load_sac3(data_dir, limit=10)
+    comps = ["non_contradiction", "luq"]
+    rows = ComponentScorer(enc, nli, components=comps).score(items)
+    res = Detector(methods="luq").score([{"id": it.id, "prompt": it.question, "response": it.response,
+                                          "samples": it.samples} for it in items])
+    one_sentence = 0
+    for it, r, x in zip(items, rows, res.items):
+        assert 0 <= r["luq"] <= 1 and r["luq"] == pytest.approx(1 - x.passage_scores["luq"])
+        if len(split_sentences(it.response)) == 1:
+            one_sentence += 1
+            p = nli.probs([(s, it.response.strip()) for s in it.samples])
+            assert r["luq"] == pytest.approx(entail_share(p).mean(), abs=1e-6)
+    assert one_sentence >= 5
+    h = np.array([0 if it.correct else 1 for it in items])
+    out = analyze(items, rows, comps, folds=5)
+    assert out["folds"] == 5 and h.sum() == 5
+    luq = out["components"]["luq"]
+    c = np.array([r["luq"] for r in rows])
+    assert luq["n"] == 10 and luq["prr"] == pytest.approx(prr(1 - c, h))
+    assert luq["aurc"] == pytest.approx(aurc(1 - c, h))
+    cal = calibration(1 - c, h)
+    assert luq["ece"] == pytest.approx(cal["ece"]) and luq["brier"] == pytest.approx(np.mean((1 - c - h) ** 2))
+    ens = out["ensemble"]["agnostic"]
+    oof = np.array(out["scores"]["curves"]["ensemble (agnostic)"])
+    assert ens["n"] == 10 and np.isfinite(oof).all() and ens["aurc"] == pytest.approx(aurc(1 - oof, h))
+    assert ens["brier"] == pytest.approx(np.mean((1 - oof - h) ** 2))
+    assert "| AURC |" in markdown_table(out) and "| component: luq | 10 |" in markdown_table(out)
+
+    cfg = tune(np.array(out["scores"]["components"]), h, comps)
+    cfg.save(tmp_path / "ens.json")
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text("".join(json.dumps({"id": it.id, "question": it.question, "response": it.response,
+                                           "samples": it.samples}) + "\n" for it in items))
+    runner = CliRunner()
+    got = tmp_path / "conf.jsonl"
+    r = runner.invoke(app, ["ensemble", "score", str(answers), "--config", str(tmp_path / "ens.json"), "-o", str(got)])
+    assert r.exit_code == 0, r.output
+    lines = [json.loads(x) for x in got.read_text().splitlines()]
+    for line, row in zip(lines, rows):  # luq computed, not dropped
+        assert line["components"]["luq"] == pytest.approx(row["luq"])
+        assert line["confidence"] == pytest.approx(cfg.confidence(np.array([[row[c] for c in comps]]))[0])
+    for extra, why in (("p_true", "p_true: an LLM method"), ("no_such_method", "no_such_method: unknown"),
+                       ("ngram1_max", "ngram1_max: its score is unbounded")):
+        bad = tmp_path / f"{extra}.json"
+        bad.write_text(json.dumps({**json.loads((tmp_path / "ens.json").read_text()),
+                                   "components": comps + [extra], "weights": [0.4, 0.4, 0.2]}))
+        r = runner.invoke(app, ["ensemble", "score", str(answers), "--config", str(bad)])
+        assert r.exit_code == 2 and why in r.output, r.output

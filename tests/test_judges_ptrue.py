@@ -162,7 +162,7 @@ def test_judge_panel_mean_and_majority_match_a_direct_computation(sampler, answe
             assert list(it.evidence["judge_panel"][0]["judges"]) == ["verdict", "likert", "unit"]
 
 
-def test_llm_methods_are_components_of_the_tuned_ensemble(sampler, answers):
+def test_llm_methods_are_components_of_the_tuned_ensemble(sampler, answers, server, tmp_path):
     answers = answers[1:5]  # two correct, two incorrect: enough for 2-fold cross-validation
     comps = ["exact_match", "p_true", "continuous_judge"]
     rows = ComponentScorer(components=comps, llm=sampler).score(answers)
@@ -174,5 +174,40 @@ def test_llm_methods_are_components_of_the_tuned_ensemble(sampler, answers):
     assert {"p_true", "continuous_judge"} <= set(out["components"])
     assert out["components"]["p_true"]["n"] == sum(np.isfinite(r["p_true"]) for r in rows)
     assert np.isfinite(out["ensemble"]["agnostic"]["auroc"])
-    with pytest.raises(ValueError, match="unknown components"):
+    with pytest.raises(ValueError, match="p_true: an LLM method"):
         ComponentScorer(components=["p_true"])  # an LLM method needs llm=
+    _tune_and_score_with_an_llm_method(answers, server, tmp_path)
+
+
+def _tune_and_score_with_an_llm_method(answers, server, tmp_path):
+    """`ensemble tune` and `ensemble score` take the LLM backend options: p_true is tuned and scored through the
+    real server, never dropped; without a backend both commands name the component they cannot compute."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from halluscope.cli import app
+
+    graded, cfg, out = tmp_path / "graded.jsonl", tmp_path / "ens.json", tmp_path / "conf.jsonl"
+    graded.write_text("".join(json.dumps({"id": it.id, "question": it.question, "response": it.response,
+                                          "samples": it.samples, "correct": it.correct}) + "\n" for it in answers))
+    llm = ["--base-url", server.base_url, "--model", "gemma", "--cache", str(tmp_path / "cache.sqlite")]
+    runner = CliRunner()
+    r = runner.invoke(app, ["ensemble", "tune", str(graded), "--components", "exact_match,p_true", "--folds", "2",
+                            "-o", str(cfg), *llm])
+    assert r.exit_code == 0, r.output
+    c = json.loads(cfg.read_text())
+    assert c["components"] == ["exact_match", "p_true"] and "component: p_true" in r.stdout
+    r = runner.invoke(app, ["ensemble", "score", str(graded), "--config", str(cfg), "-o", str(out), *llm])
+    assert r.exit_code == 0, r.output
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    p = np.array([x["components"]["p_true"] for x in rows], float)
+    assert len(rows) == len(answers) and np.isfinite(p).any() and ((p >= 0) & (p <= 1) | np.isnan(p)).all()
+    for x in rows:
+        C = np.array([[x["components"][k] for k in c["components"]]], float)
+        assert x["confidence"] == pytest.approx(np.average(C[0][np.isfinite(C[0])],
+                                                           weights=np.array(c["weights"])[np.isfinite(C[0])]))
+    for cmd in (["tune", str(graded), "--components", "exact_match,p_true", "-o", str(cfg)],
+                ["score", str(graded), "--config", str(cfg)]):
+        r = runner.invoke(app, ["ensemble", *cmd])
+        assert r.exit_code == 2 and "p_true: an LLM method" in r.output, r.output

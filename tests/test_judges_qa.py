@@ -111,6 +111,7 @@ def test_sac3_figures_roc_and_accuracy_at_tau(detector_models, data_dir, tmp_pat
     acc = accuracy_at_tau(curves["ensemble (agnostic)"], res["scores"]["hallucination"])
     assert acc[0] == pytest.approx(1 - res["hallucination_rate"])  # tau = 0 keeps every answer
     names = write_figures(res, tmp_path, "sac3", "SAC3")
+    assert names == ["roc_sac3.png", "accuracy_at_tau_sac3.png", "risk_coverage_sac3.png", "reliability_sac3.png"]
     for n in names:
         assert (tmp_path / n).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     presets = presets_from_reports([], [("sac3", res)])

@@ -38,6 +38,8 @@ def report_file(detector_models, data_dir, tmp_path_factory):
 def test_report_is_self_contained(report_file):
     out, res = report_file
     text = out.read_text()
+    for col in ("AUROC", "PRR", "AURC", "ECE", "Brier"):  # the ensemble table's figures
+        assert f"<th>{col}</th>" in text
     assert "http://" not in text.replace("http://www.w3.org", "") and "https://" not in text  # no network
     for it in res.items:
         assert it.id in text
@@ -58,9 +60,11 @@ def test_report_renders_in_headless_chromium(report_file):
         assert len(set(colours)) > 3  # sentences are shaded by score, not one flat colour
         imgs = page.eval_on_selector_all("img", "els => els.map(e => [e.alt, e.naturalWidth, e.complete])")
         alts = [a for a, w, done in imgs if w > 0 and done]
-        assert len(alts) == len(imgs) == 6, imgs  # PR, passage scatter, Figure 7 (x2), ROC, accuracy-at-tau
+        # PR, passage scatter, Figure 7 (x2), and for the ensemble ROC, accuracy-at-tau, risk-coverage, reliability
+        assert len(alts) == len(imgs) == 8, imgs
         assert any("precision-recall" in a for a in alts) and any("ROC" in a for a in alts)
         assert any("accuracy at tau" in a for a in alts) and any("Figure 7" in a for a in alts)
+        assert any("risk-coverage" in a for a in alts) and any("reliability" in a for a in alts)
         page.locator(".s").nth(2).click()
         panel = page.locator("#panel")
         assert panel.is_visible() and "ngram1_max" in panel.inner_text() and "evidence" in panel.inner_text()

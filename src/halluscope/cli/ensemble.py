@@ -46,7 +46,8 @@ def ensemble_sac3(
     cot: int = typer.Option(0, "--cot", help="Also run the chain-of-thought judge (002) with this many self-"
                             "consistency repeats against the set's right answers (needs --external-judge)."),
     cache: Optional[Path] = CacheOpt,
-    figures: Optional[Path] = typer.Option(None, "--figures", help="Folder for ROC and accuracy-at-tau PNGs."),
+    figures: Optional[Path] = typer.Option(None, "--figures", help="Folder for the ROC, accuracy-at-tau, "
+                                           "risk-coverage and reliability PNGs and the Markdown table (sac3.md)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write all figures and scores as JSON."),
     as_json: bool = typer.Option(False, "--json"),
 ):
@@ -86,19 +87,20 @@ def ensemble_sac3(
 
 def _sac3_table(out: dict, cot: int) -> Table:
     """Each row with the number of answers it has a value for (a judge's unparseable verdicts are left out)."""
-    from ..ensemble.report import figure_rows
+    from ..ensemble.report import FIGURE_COLUMNS, figure_rows
     from ..ensemble.report import fmt3 as _num
 
     t = Table(title=f"SAC3 NQ-Open, {out['n']} answers ({100 * out['hallucination_rate']:.1f}% incorrect); "
-              f"positive class = incorrect; F1 at a {out['folds']}-fold cross-validated threshold")
-    for c in ("row", "n", "AUROC", "precision", "recall", "F1", "paper F1"):
+              f"positive class = incorrect; F1 at a {out['folds']}-fold cross-validated threshold; AURC lower is "
+              "better; ECE / Brier of 1 - confidence as P(incorrect)")
+    for c in ("row", "n", *FIGURE_COLUMNS.values(), "paper F1"):
         t.add_column(c)
     paper = out["paper_f1"]
     rows = figure_rows(out) + ([(f"CoT judge (002), k={cot}", out["cot"])] if "cot" in out else [])
     for name, v in rows:
         key = name.split(": ")[-1] if name.startswith("baseline") else "ensemble" if "agnostic" in name else None
         p = paper.get(key) if key else None
-        t.add_row(name, str(v.get("n", out["n"])), *(_num(v[x]) for x in ("auroc", "precision", "recall", "f1")),
+        t.add_row(name, str(v.get("n", out["n"])), *(_num(v.get(x)) for x in FIGURE_COLUMNS),
                   "-" if p is None else f"{p:.3f}")
     return t
 
@@ -244,6 +246,18 @@ def _answers(path: Path, need_label: bool = False):
     return items
 
 
+JUDGE_NAMES = ("self_judge", "external_judge")  # the judges _llm_and_judges can build
+
+
+def _llm_and_judges(model, base_url, backend, chat, api_key_env, cache, external_judge, external_judge_url, retries):
+    """The LLM of the engine's LLM methods (p_true, verbalized, ...): the --model / --base-url backend, else the
+    external judge's; and the judges: self_judge (that backend judging the answers) and external_judge."""
+    sampler = _sampler(model, base_url, backend, chat, api_key_env, cache, 1) if (model or base_url) else None
+    judges = _judges(True, sampler, external_judge, external_judge_url, "auto", api_key_env, cache, retries)
+    llm = sampler or (judges["external_judge"].sampler if "external_judge" in judges else None)
+    return llm, judges
+
+
 @ensemble_app.command("tune")
 @fails
 def ensemble_tune(
@@ -253,17 +267,26 @@ def ensemble_tune(
                              "joint (weights and threshold for F1)."),
     folds: int = typer.Option(5, "--folds"),
     out: Path = typer.Option(Path("ensemble.json"), "--out", "-o", help="The tuned EnsembleConfig (JSON)."),
+    model: Optional[str] = ModelOpt, base_url: Optional[str] = BaseUrlOpt, backend: str = BackendOpt,
+    chat: bool = ChatOpt, api_key_env: str = ApiKeyEnvOpt, cache: Optional[Path] = CacheOpt,
+    external_judge: Optional[str] = ExtJudgeOpt, external_judge_url: Optional[str] = ExtJudgeUrlOpt,
+    judge_retries: int = typer.Option(2, "--judge-retries"),
 ):
     """Tune the ensemble on your graded answers: prints the k-fold cross-validated figures (what to expect on new
-    answers), then fits weights and threshold on all of them and saves the config for `ensemble score --config`."""
+    answers), then fits weights and threshold on all of them and saves the config for `ensemble score --config`.
+    LLM methods among --components (p_true, verbalized, likert_judge, ...) run on the --model / --base-url backend
+    (else the --external-judge's); self_judge and external_judge are components when named."""
     from ..ensemble.components import ComponentScorer
     from ..ensemble.report import markdown_table
     from ..ensemble.sac3 import analyze
     from ..ensemble.tuning import tune
 
     comps = [c.strip() for c in components.split(",") if c.strip()]
+    llm, judges = _llm_and_judges(model, base_url, backend, chat, api_key_env, cache, external_judge,
+                                  external_judge_url, judge_retries)
+    scorer = ComponentScorer(components=comps, llm=llm, judges={k: v for k, v in judges.items() if k in comps})
     items = _answers(path, need_label=True)
-    rows = ComponentScorer(components=comps).score(items)
+    rows = scorer.score(items)
     res = analyze(items, rows, comps, folds)
     if "skipped" in res:
         raise ValueError(res["skipped"])
@@ -287,19 +310,33 @@ def ensemble_score(
     config: Optional[Path] = typer.Option(None, "--config", help="Your own tuned EnsembleConfig JSON instead, or a "
                                           "presets file from `ensemble presets` (with --preset naming the entry)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write one JSON line per answer."),
+    model: Optional[str] = ModelOpt, base_url: Optional[str] = BaseUrlOpt, backend: str = BackendOpt,
+    chat: bool = ChatOpt, api_key_env: str = ApiKeyEnvOpt, cache: Optional[Path] = CacheOpt,
+    external_judge: Optional[str] = ExtJudgeOpt, external_judge_url: Optional[str] = ExtJudgeUrlOpt,
+    judge_retries: int = typer.Option(2, "--judge-retries"),
 ):
     """Confidence of whole answers with a weight preset (or your tuned config): each component, the weighted
-    confidence, and the flag (confidence < threshold = likely incorrect). Components the config names but this run
-    cannot compute (an LLM judge) are left out and the remaining weights renormalized."""
+    confidence, and the flag (confidence < threshold = likely incorrect). Every component `ensemble tune` accepts is
+    computed (LLM methods on the --model / --base-url backend, else the --external-judge's); a config naming one this
+    run cannot compute (an LLM method without a backend, an unknown name) is an error. A judge (self_judge,
+    external_judge) without its LLM is left out with a warning and the remaining weights renormalized, so the
+    packaged presets work without an LLM."""
     import numpy as np
 
-    from ..ensemble.components import COMPONENTS, ComponentScorer
+    from ..ensemble.components import ComponentScorer
     from ..ensemble.tuning import EnsembleConfig
 
     cfg = EnsembleConfig.load(config, preset) if config else EnsembleConfig.preset(preset)
+    llm, judges = _llm_and_judges(model, base_url, backend, chat, api_key_env, cache, external_judge,
+                                  external_judge_url, judge_retries)
+    skipped = [c for c in cfg.components if c in JUDGE_NAMES and c not in judges]
+    if skipped:
+        err.print(f"[yellow]warning:[/] {', '.join(skipped)} left out (no judge LLM: give --model / --base-url or "
+                  "--external-judge); the other weights renormalized")
+    usable = [c for c in cfg.components if c not in skipped]
+    scorer = ComponentScorer(components=usable, llm=llm, judges={k: v for k, v in judges.items() if k in usable})
     items = _answers(path)
-    usable = [c for c in cfg.components if c in COMPONENTS]
-    rows = ComponentScorer(components=usable).score(items)
+    rows = scorer.score(items)
     C = np.array([[r.get(c, np.nan) for c in cfg.components] for r in rows], float)
     conf = cfg.confidence(C)
     t = Table(title=f"confidence ({'config ' + str(config) if config else 'preset ' + preset}; flagged below "

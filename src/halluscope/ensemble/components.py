@@ -96,26 +96,44 @@ def exact_match(item: ResponseItem) -> float:
     return float(np.mean([normalize_answer(s) == y for s in item.samples])) if item.samples else float("nan")
 
 
+def uncomputable(components, judges=(), llm=None) -> dict[str, str]:
+    """Why :class:`ComponentScorer` cannot compute each of ``components`` that it cannot (empty when it can compute
+    them all). A component is one of :data:`COMPONENTS`, a judge given (``judges``: names), or any bounded method of
+    the engine (``halluscope methods``: luq, the SelfCheck sentence methods aggregated to the answer, ...), one that
+    needs an LLM (p_true, verbalized, the judges of the engine) only when ``llm`` is given; a method that needs the
+    answer's token log-probs is not one (an answer with samples does not carry them)."""
+    from ..engine.registry import specs
+
+    engine, out = specs(), {}
+    for c in components:
+        s = engine.get(c)
+        if c in COMPONENTS or c in judges:
+            continue
+        if s is None:
+            out[c] = (f"unknown; choose from {', '.join(COMPONENTS)}, a judge given ({', '.join(judges) or 'none'}) "
+                      "or a bounded method of `halluscope methods`")
+        elif not s.bounded:
+            out[c] = "its score is unbounded, and a component must be a confidence in [0, 1]"
+        elif "logprobs" in s.needs:
+            out[c] = "it needs the answer's token log-probs, which an answer with samples does not carry"
+        elif "llm" in s.needs and llm is None:
+            out[c] = "an LLM method: give an LLM backend (--model / --base-url, or llm=)"
+    return out
+
+
 class ComponentScorer:
-    """Computes the chosen components for many items with batched, cached model work."""
+    """Computes the chosen components for many items with batched, cached model work (names: :func:`uncomputable`).
+    """
 
     def __init__(self, encoder=None, nli=None, components=DEFAULT_COMPONENTS, condition_on_question: bool = False,
                  judges: dict | None = None, nli_evidence: int | str = 2, llm=None, method_options: dict | None = None):
         self.judges = dict(judges or {})
         self.llm, self.method_options = llm, method_options  # for engine methods that need an LLM (p_true, ...)
         self.nli_evidence = nli_evidence  # selfcheck_nli's premise: k closest sample sentences, or "sample"
-        from ..engine.registry import specs
-
-        engine = specs()
-        self.engine_methods = [c for c in components if c not in COMPONENTS and c not in self.judges
-                               and c in engine and engine[c].bounded and "logprobs" not in engine[c].needs
-                               and (llm is not None or "llm" not in engine[c].needs)]
-        unknown = [c for c in components if c not in COMPONENTS and c not in self.judges
-                   and c not in self.engine_methods]
-        if unknown:
-            raise ValueError(f"unknown components {unknown}; choose from {COMPONENTS}, a judge given in judges= "
-                             f"({sorted(self.judges)}), or a bounded method of `halluscope methods` (one needing an "
-                             "LLM when llm= is given)")
+        problems = uncomputable(components, self.judges, llm)
+        if problems:
+            raise ValueError("cannot compute the components " + "; ".join(f"{c}: {why}" for c, why in problems.items()))
+        self.engine_methods = [c for c in components if c not in COMPONENTS and c not in self.judges]
         self.components = tuple(components)
         self.encoder = encoder
         self.nli = nli

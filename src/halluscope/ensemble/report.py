@@ -1,5 +1,6 @@
-"""Figures and reports of the response-level evaluation: ROC curves (003 Figure 2), accuracy-at-tau (Figure 1), and
-the QA-pipeline run that writes them with a Markdown table and JSON beside them."""
+"""Figures and reports of the response-level evaluation: ROC curves (003 Figure 2), accuracy-at-tau (Figure 1),
+risk-coverage curves and the tuned ensemble's reliability diagram, and the QA-pipeline run that writes them with a
+Markdown table and JSON beside them."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..report.plots import pyplot
-from .tuning import TAUS, accuracy_at_tau, tune
+from ..report.plots import plot_reliability, plot_risk_coverage, pyplot
+from .tuning import TAUS, accuracy_at_tau, calibration_of, rejection_curve, tune
 
 
 def plot_roc(curves: dict[str, list[float]], halluc, path, title: str = ""):
@@ -63,35 +64,36 @@ def fmt3(v) -> str:
     return "-" if v is None or not np.isfinite(v) else f"{v:.3f}"
 
 
-def prr_rows(res: dict) -> dict[str, float]:
-    """The prediction-rejection ratio (:func:`~halluscope.evaluation.metrics.prr`) of each row of
-    :func:`figure_rows`, from the confidences kept in ``res['scores']``: error = incorrect answer, rejected by
-    increasing confidence (uncertainty = 1 - confidence); the ensembles' out-of-fold confidences. Rows whose scores
-    were not kept are absent."""
-    from ..evaluation.metrics import prr
-
-    sc = res.get("scores", {})
-    if not sc.get("hallucination") or "components" not in sc:
-        return {}
-    h = np.asarray(sc["hallucination"], float)
-    C = np.asarray(sc["components"], float).reshape(len(h), -1)
-    conf = {f"component: {c}": C[:, k] for k, c in enumerate(res.get("components_used", []))}
-    curves = sc.get("curves", {})
-    conf.update({f"baseline: {k}": curves[k] for k in res.get("baselines", {}) if k in curves})
-    conf.update({f"ensemble ({k}, CV)": curves[f"ensemble ({k})"] for k in res.get("ensemble", {})
-                 if f"ensemble ({k})" in curves})
-    return {name: prr(1 - np.asarray(c, float), h) for name, c in conf.items()}
+# the figures of each row, in table order, with their column titles (the terminal, Markdown and HTML tables)
+FIGURE_COLUMNS = {"auroc": "AUROC", "prr": "PRR", "aurc": "AURC", "precision": "precision", "recall": "recall",
+                  "f1": "F1", "ece": "ECE", "brier": "Brier"}
 
 
 def markdown_table(res: dict) -> str:
-    """AUROC, PRR, precision, recall, F1 and the number of answers with a value (n) per row; '-' where undefined
-    (e.g. AUROC when the answers a judge gave a verdict on are all of one class)."""
-    prrs = prr_rows(res)
-    lines = ["| row | n | AUROC | PRR | precision | recall | F1 |", "|---|---|---|---|---|---|---|"]
+    """The number of answers with a value (n) and :data:`FIGURE_COLUMNS` per row; '-' where undefined (e.g. AUROC
+    when the answers a judge gave a verdict on are all of one class, or a figure a saved result lacks)."""
+    lines = ["| row | n | " + " | ".join(FIGURE_COLUMNS.values()) + " |", "|---|---|" + "---|" * len(FIGURE_COLUMNS)]
     for name, v in figure_rows(res):
-        lines.append(f"| {name} | {v.get('n', res.get('n'))} | {fmt3(v['auroc'])} | {fmt3(prrs.get(name))} | "
-                     + " | ".join(fmt3(v[k]) for k in ("precision", "recall", "f1")) + " |")
+        lines.append(f"| {name} | {v.get('n', res.get('n'))} | " + " | ".join(fmt3(v.get(k)) for k in FIGURE_COLUMNS)
+                     + " |")
     return "\n".join(lines)
+
+
+def risk_coverage_curves(res: dict) -> dict[str, tuple]:
+    """(coverage, risk, AURC) of each kept confidence curve (baselines and out-of-fold ensembles)."""
+    sc = res.get("scores", {})
+    return {name: rejection_curve(c, sc["hallucination"]) for name, c in sc.get("curves", {}).items()}
+
+
+def ensemble_calibration(res: dict) -> dict | None:
+    """ECE, Brier and reliability points of the AUROC-tuned ensemble's out-of-fold 1 - confidence as the probability
+    of hallucination; None where the confidences were not kept."""
+    sc = res.get("scores", {})
+    c = sc.get("curves", {}).get("ensemble (agnostic)")
+    return None if c is None else calibration_of(c, sc["hallucination"])
+
+
+ENSEMBLE_RELIABILITY_TITLE = "tuned ensemble (AUROC weights), out-of-fold"
 
 
 def write_figures(res: dict, out_dir: Path, stem: str, title: str) -> list[str]:
@@ -101,7 +103,14 @@ def write_figures(res: dict, out_dir: Path, stem: str, title: str) -> list[str]:
     h = sc["hallucination"]
     roc = plot_roc(sc["curves"], h, out_dir / f"roc_{stem}.png", f"ROC: {title}")
     acc = plot_accuracy_at_tau(sc["curves"], h, out_dir / f"accuracy_at_tau_{stem}.png", f"Accuracy at tau: {title}")
-    return [Path(roc).name, Path(acc).name]
+    rc = plot_risk_coverage(risk_coverage_curves(res), out_dir / f"risk_coverage_{stem}.png",
+                            f"Risk-coverage: {title}", float(np.mean(h)))
+    names = [Path(roc).name, Path(acc).name, Path(rc).name]
+    cal = ensemble_calibration(res)
+    if cal and cal["n"]:
+        names.append(Path(plot_reliability(cal, out_dir / f"reliability_{stem}.png",
+                                           f"{ENSEMBLE_RELIABILITY_TITLE}: {title}")).name)
+    return names
 
 
 def presets_from_reports(closed: list[tuple[str, dict]], open_: list[tuple[str, dict]]) -> dict[str, dict]:

@@ -12,6 +12,9 @@ s < tau. The positive class of every metric here is **hallucination** (incorrect
   candidate weight vector is judged on a subset of the rows.
 - ``cross_validate``: k-fold (stratified): each fold's weights and tau are tuned on the other folds and applied
   to it, so no reported figure is measured on the data that tuned it.
+- ``selective_figures``: every row (component, baseline, ensemble) also gets the selective-prediction figures PRR and
+  AURC (answers rejected by decreasing hallucination score 1 - s) and the calibration figures ECE and Brier of 1 - s
+  read as the probability of hallucination (:mod:`halluscope.evaluation.metrics`).
 """
 
 from __future__ import annotations
@@ -161,14 +164,44 @@ def accuracy_at_tau(conf, halluc) -> list[float]:
     return [float(1 - h[c >= t].mean()) if (c >= t).any() else float("nan") for t in TAUS]
 
 
+def rejection_curve(conf, halluc) -> tuple[np.ndarray, np.ndarray, float]:
+    """(coverage, risk, AURC): the risk-coverage curve (:func:`~halluscope.evaluation.metrics.risk_coverage`) of
+    answers kept by decreasing confidence, uncertainty = 1 - confidence, error = hallucination (incorrect answer),
+    and its area (:func:`~halluscope.evaluation.metrics.aurc`); NaN rows left out."""
+    from ..evaluation.metrics import aurc, risk_coverage
+
+    u, e = 1 - np.asarray(conf, float), np.asarray(halluc, float)
+    return (*risk_coverage(u, e), aurc(u, e))
+
+
+def calibration_of(conf, halluc) -> dict:
+    """:func:`~halluscope.evaluation.metrics.calibration` (ECE, Brier, reliability points) of 1 - confidence read as
+    the probability of hallucination; NaN rows left out."""
+    from ..evaluation.metrics import calibration
+
+    return calibration(1 - np.asarray(conf, float), np.asarray(halluc, float))
+
+
+def selective_figures(conf, halluc) -> dict[str, float]:
+    """PRR and AURC of rejecting answers by decreasing hallucination score 1 - confidence (error = incorrect answer,
+    tied scores averaged), and ECE and Brier score of 1 - confidence as the probability of hallucination."""
+    from ..evaluation.metrics import prr
+
+    c, h = np.asarray(conf, float), np.asarray(halluc, float)
+    cal = calibration_of(c, h)
+    return {"prr": prr(1 - c, h), "aurc": rejection_curve(c, h)[2],
+            "ece": cal["ece"] if cal["n"] else float("nan"), "brier": cal["brier"]}
+
+
 def evaluate(conf: np.ndarray, halluc: np.ndarray, tau: float) -> dict:
-    """AUROC (hallucination as positive, scored by 1 - confidence), precision / recall / F1 at tau, and
-    accuracy-at-tau."""
+    """AUROC (hallucination as positive, scored by 1 - confidence), PRR / AURC / ECE / Brier
+    (:func:`selective_figures`), precision / recall / F1 at tau, and accuracy-at-tau."""
     conf, halluc = np.asarray(conf, float), np.asarray(halluc, int)
     ok = np.isfinite(conf)
     c, h = conf[ok], halluc[ok]
     return {
         "auroc": _metric("roc_auc", h, c),
+        **selective_figures(c, h),
         **_prf(h, c < tau),
         "threshold": float(tau),
         "n": int(ok.sum()),
@@ -196,7 +229,8 @@ def cross_validate(C: np.ndarray, halluc: np.ndarray, components: list[str], fol
 
 
 def component_figures(C: np.ndarray, halluc: np.ndarray, components: list[str], folds: int = 5, seed: int = 0):
-    """Each component alone: AUROC (no tuning) and F1 at a threshold tuned by k-fold cross-validation."""
+    """Each component alone: AUROC, PRR, AURC, ECE and Brier (no tuning; :func:`selective_figures`) and F1 at a
+    threshold tuned by k-fold cross-validation."""
     from sklearn.model_selection import StratifiedKFold
 
     out = {}
@@ -210,6 +244,7 @@ def component_figures(C: np.ndarray, halluc: np.ndarray, components: list[str], 
         out[name] = {
             "n": int(ok.sum()),  # answers with a value (a judge's missing verdicts are left out)
             "auroc": _metric("roc_auc", halluc, c),
+            **selective_figures(c, halluc),
             **_prf(halluc[ok], pred[ok]),
         }
     return out

@@ -156,8 +156,9 @@ def _table_html(rows: list[tuple[str, dict, dict | None]], cols=COLUMNS, names=C
 
 
 def _ensemble_sections(ens: dict, figs: list[tuple[str, str]]) -> str:
-    """Tables and ROC / accuracy-at-tau figures of a response-level report (QA pipeline or SAC3)."""
-    from ..ensemble.report import figure_rows, plot_accuracy_at_tau, plot_roc
+    """Tables (AUROC, PRR, AURC, precision / recall / F1, ECE, Brier) and ROC / accuracy-at-tau / risk-coverage /
+    reliability figures of a response-level report (QA pipeline or SAC3)."""
+    from ..ensemble.report import FIGURE_COLUMNS, figure_rows
 
     blocks = ens["benchmarks"] if "benchmarks" in ens else {"SAC3 NQ-Open": ens}
     out = []
@@ -170,17 +171,38 @@ def _ensemble_sections(ens: dict, figs: list[tuple[str, str]]) -> str:
             out.append(f"<p>Not evaluated: {html.escape(r['skipped'])}.</p>")
             continue
         rows = [(n, {"n": v.get("n", r.get("n")), **v}, None) for n, v in figure_rows(r)]
-        out.append(_table_html(rows, ("n", "auroc", "precision", "recall", "f1"),
-                               {"n": "n", "auroc": "AUROC", "precision": "precision", "recall": "recall", "f1": "F1"}))
-        sc = r.get("scores", {})
-        if "curves" in sc:
-            h = sc["hallucination"]
-            roc = _png(lambda b: plot_roc(sc["curves"], h, b, f"ROC: {name}"))
-            acc_png = _png(lambda b: plot_accuracy_at_tau(sc["curves"], h, b, f"Accuracy at tau: {name}"))
-            figs += [(f"ROC, {name} (ensemble paper Figure 2)", roc), (f"Accuracy at tau, {name} (Figure 1)", acc_png)]
-            out.append(f"<div class='figs'><img alt='ROC {html.escape(name)}' src='{roc}'>"
-                       f"<img alt='accuracy at tau {html.escape(name)}' src='{acc_png}'></div>")
+        out.append(_table_html(rows, ("n", *FIGURE_COLUMNS), {"n": "n", **FIGURE_COLUMNS}))
+        out.append("<p>PRR and AURC: answers rejected by decreasing 1 - confidence (AURC lower is better); ECE and "
+                   "Brier: 1 - confidence read as the probability of an incorrect answer.</p>")
+        out.append(_ensemble_figures(r, name, figs))
     return "\n".join(out)
+
+
+def _ensemble_figures(r: dict, name: str, figs: list) -> str:
+    """ROC, accuracy-at-tau, risk-coverage and the tuned ensemble's reliability diagram of one block, where its
+    confidences were kept."""
+    from ..ensemble.report import (ENSEMBLE_RELIABILITY_TITLE, ensemble_calibration, plot_accuracy_at_tau, plot_roc,
+                                   risk_coverage_curves)
+    from .plots import plot_reliability, plot_risk_coverage
+
+    sc = r.get("scores", {})
+    if "curves" not in sc:
+        return ""
+    h = sc["hallucination"]
+    made = [(f"ROC, {name} (ensemble paper Figure 2)", f"ROC {name}",
+             _png(lambda b: plot_roc(sc["curves"], h, b, f"ROC: {name}"))),
+            (f"Accuracy at tau, {name} (Figure 1)", f"accuracy at tau {name}",
+             _png(lambda b: plot_accuracy_at_tau(sc["curves"], h, b, f"Accuracy at tau: {name}"))),
+            (f"Risk-coverage, {name}", f"risk-coverage {name}",
+             _png(lambda b: plot_risk_coverage(risk_coverage_curves(r), b, f"Risk-coverage: {name}",
+                                               float(np.mean(h)))))]
+    cal = ensemble_calibration(r)
+    if cal and cal["n"]:
+        made.append((f"Reliability of the tuned ensemble, {name}", f"reliability {name}",
+                     _png(lambda b: plot_reliability(cal, b, f"{ENSEMBLE_RELIABILITY_TITLE}: {name}"))))
+    figs += [(title, uri) for title, _, uri in made]
+    imgs = "".join(f"<img alt='{html.escape(alt)}' src='{uri}'>" for _, alt, uri in made)
+    return f"<div class='figs'>{imgs}</div>"
 
 
 def build_report(results: Results, out: str | Path, title: str = "halluscope report",

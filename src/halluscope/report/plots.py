@@ -1,4 +1,5 @@
-"""PNG figures of the SelfCheckGPT experiments (matplotlib, no display needed)."""
+"""PNG figures of the SelfCheckGPT experiments, reliability diagrams and risk-coverage curves (matplotlib, no display
+needed)."""
 
 from __future__ import annotations
 
@@ -54,6 +55,29 @@ def plot_reliability(cal: dict, path, title: str = "reliability"):
     axn.set_xlabel("predicted probability of hallucination")
     axn.set_ylabel("count")
     axn.set_xlim(0, 1)
+    fig.tight_layout()
+    if isinstance(path, (str, Path)):
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png")
+    plt.close(fig)
+    return path
+
+
+def plot_risk_coverage(curves: dict[str, tuple], path, title: str = "risk-coverage", base_rate: float | None = None):
+    """Risk-coverage curves of selective prediction: ``curves`` maps a name to (coverage, risk, AURC), e.g. from
+    :func:`halluscope.ensemble.tuning.rejection_curve` and :func:`~halluscope.evaluation.metrics.aurc`; the AURC
+    (lower is better) in the legend, and the error rate of keeping everything (a random order) as a dotted line."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(4.6, 4.2), dpi=110)
+    for name, (cov, risk, area) in curves.items():
+        if len(cov):
+            ax.plot(cov, risk, lw=1.2, label=f"{name} ({area:.3f})")
+    if base_rate is not None:
+        ax.axhline(base_rate, ls=":", c="grey", lw=0.8, label=f"random ({base_rate:.3f})")
+    ax.set(xlabel="coverage (share of answers kept)", ylabel="risk (share incorrect among kept)", xlim=(0, 1),
+           ylim=(-0.02, 1.02), title=title)
+    ax.legend(fontsize=7, title="AURC", title_fontsize=7)
     fig.tight_layout()
     if isinstance(path, (str, Path)):
         path = Path(path)
