@@ -11,7 +11,7 @@ import pytest
 
 from halluscope import Detector
 from halluscope.ensemble.components import ComponentScorer
-from halluscope.ensemble.judges import LLMJudge, parse_scale
+from halluscope.scorers.judging import LLMJudge, parse_scale
 from halluscope.ensemble.sac3 import analyze, load_sac3
 from halluscope.llm import GenerationCache, Sampler
 from halluscope.llm.http import OpenAIBackend

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from halluscope.ensemble.components import ComponentScorer, ResponseItem
-from halluscope.ensemble.judges import CoTJudge, LLMJudge, parse_verdict, parse_yes_reason
+from halluscope.scorers.judging import CoTJudge, LLMJudge, parse_verdict, parse_yes_reason
 from halluscope.ensemble.qa import DEFAULT_BENCHMARKS, QAQuestion, extract, grade, load_benchmark
 from halluscope.ensemble.report import accuracy_at_tau, presets_from_reports, write_figures
 from halluscope.ensemble.sac3 import analyze, bsdetector, load_sac3

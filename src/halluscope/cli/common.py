@@ -249,7 +249,7 @@ def _sampler(model, base_url, backend, chat, api_key_env, cache, concurrency=4, 
 
 
 def _judges(self_judge, gen_sampler, ext_model, ext_base_url, ext_backend, api_key_env, cache, retries):
-    from ..ensemble.judges import LLMJudge
+    from ..scorers.judging import LLMJudge
 
     judges = {}
     if self_judge and gen_sampler is not None:

@@ -109,7 +109,7 @@ def _sac3_cot(items, sampler, k, folds):
     """The 002 metric against SAC3's right answers: hallucination score = share of 'yes' over k repeats."""
     import numpy as np
 
-    from ..ensemble.judges import CoTJudge
+    from ..scorers.judging import CoTJudge
     from ..ensemble.tuning import component_figures
 
     bar = _bar("CoT judge", len(items) * k)

@@ -22,7 +22,7 @@ confidence in [0, 1] (higher = more likely correct; the hallucination score is 1
   full matrix of entailment probabilities, every ordered pair of different answers, batched with the pairs of the
   components above in one pass; ``num_sets`` counts the clusters of ``semantic_negentropy``.
 - judges (any name given in ``judges``, e.g. ``self_judge``, ``external_judge``): the verdict of an
-  :class:`~halluscope.ensemble.judges.LLMJudge` on (question, answer) (Eq. 14); missing when unparseable.
+  :class:`~halluscope.scorers.judging.LLMJudge` on (question, answer) (Eq. 14); missing when unparseable.
 
 "Entailment" with the offline 2-class NLI model (contradiction vs not) is taken as P(contradiction) < 0.5 in both
 directions; a 3-way MNLI model (``--nli`` id or path) uses P(entailment) > 0.5 both ways. Every NLI pair and every

@@ -8,7 +8,7 @@ normalized by 100). Unlike ``verbalized`` (the model's confidence in its own ans
 answer as an outside assessor, and may be any backend. ``Detector(method_options={"continuous_judge":
 {"scale": 1}})`` asks for a probability in [0, 1] instead; ``template`` replaces the prompt.
 
-Parsing (:func:`~halluscope.ensemble.judges.parse_scale`): the first non-empty line opens with a number on the scale
+Parsing (:func:`~halluscope.scorers.judging.parse_scale`): the first non-empty line opens with a number on the scale
 ('85', '85%', '0.85'); uqlm joins every digit of the reply ('3 out of 10' reads 310, '0.85' reads 85), we read the
 leading number only. Unparseable replies are asked again (``retries``, default 2), then recorded as missing: NaN,
 counted, never 0.
@@ -16,7 +16,7 @@ counted, never 0.
 
 from __future__ import annotations
 
-from ..ensemble.judges import JudgeMethod, LLMJudge, method_options, parse_scale, question_answer
+from .judging import JudgeMethod, LLMJudge, method_options, parse_scale, question_answer
 
 
 def continuous_template(scale: float = 100) -> str:

@@ -10,7 +10,7 @@ over the J' judges that gave one:
 
 uqlm offers avg / min / max / median over its judges; we offer the mean and the majority vote. A judge is a kind
 with its template and parser (``verdict``: Correct / Incorrect / I am not sure, Chen & Mueller 2023 as in
-:mod:`halluscope.ensemble.judges`; ``likert``; ``continuous``; ``verbalized``) on a backend: different backends or
+:mod:`halluscope.scorers.judging`; ``likert``; ``continuous``; ``verbalized``) on a backend: different backends or
 models, or the same model with different templates. The default panel is the run's LLM with the ``verdict``,
 ``likert`` and ``continuous`` templates (their generations are the cached ones of those methods, so running the
 panel beside them costs nothing more). Configuration::
@@ -21,14 +21,14 @@ panel beside them costs nothing more). Configuration::
 
 A judge entry is a kind name, a dict (``kind``, optional ``llm``, ``name``, ``template`` and the kind's other
 settings such as ``retries``), or any object with ``judge(pairs) -> [Verdict]`` (e.g. an
-:class:`~halluscope.ensemble.judges.LLMJudge`). Each judge's confidence is kept in the answer's evidence.
+:class:`~halluscope.scorers.judging.LLMJudge`). Each judge's confidence is kept in the answer's evidence.
 """
 
 from __future__ import annotations
 
 import math
 
-from ..ensemble.judges import JudgeMethod, LLMJudge, Verdict, method_options, question_answer
+from .judging import JudgeMethod, LLMJudge, Verdict, method_options, question_answer
 from .continuous_judge import continuous_judge
 from .likert_judge import likert_judge
 from .verbalized import verbalized_judge

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from ..ensemble.judges import JudgeMethod, LLMJudge, method_options, parse_scale, question_answer
+from .judging import JudgeMethod, LLMJudge, method_options, parse_scale, question_answer
 
 LIKERT_TEMPLATE = (
     "Score the correctness of the proposed answer to the question from 1 to 5: 1 completely incorrect, 2 mostly "

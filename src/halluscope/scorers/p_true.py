@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 import re
 
-from ..ensemble.judges import JudgeMethod, Verdict, method_options, question_answer
+from .judging import JudgeMethod, Verdict, method_options, question_answer
 from ..llm.base import GenParams, LLMError, TokenLogprob
 
 PTRUE_TEMPLATE = ("Question: {question}\nHere are some brainstormed ideas: {ideas}\nProposed Answer: {answer}\n"

@@ -10,7 +10,7 @@ answer as the model's own and shows two solved examples (one wrong answer rated 
 so that a completion (base) model answers with a number in place; ``Detector(method_options={"verbalized":
 {"template": ..., "retries": ..., "max_tokens": ...}})`` changes it.
 
-Parsing (:func:`~halluscope.ensemble.judges.parse_scale`): the first non-empty line must open with the number
+Parsing (:func:`~halluscope.scorers.judging.parse_scale`): the first non-empty line must open with the number
 ('85', '85%', 'Confidence: 85', '0.85' read as a probability); anything else is unparseable. An unparseable reply is
 asked again at temperature 1 with a new seed (``retries``, default 2) and then recorded as missing: the score is
 NaN, counted in the run's settings, never 0. Greedy decoding, a few tokens, through the run's cached sampler.
@@ -18,7 +18,7 @@ NaN, counted in the run's settings, never 0. Greedy decoding, a few tokens, thro
 
 from __future__ import annotations
 
-from ..ensemble.judges import JudgeMethod, LLMJudge, method_options, parse_scale, question_answer
+from .judging import JudgeMethod, LLMJudge, method_options, parse_scale, question_answer
 
 VERBALIZED_TEMPLATE = (
     "Answer the question, then state your confidence, from 0 to 100, that your answer is correct.\n\n"

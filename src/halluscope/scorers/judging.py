@@ -1,4 +1,6 @@
-"""LLM judges of whole answers.
+"""LLM judges of whole answers: the shared machinery of the judge methods (``p_true``, ``verbalized``,
+``likert_judge``, ``continuous_judge``, ``judge_panel``) and of the ensemble's judge components; this module
+registers no method itself.
 
 **LLM-as-a-judge** (tunable-ensemble paper 003, §3.3, after Chen & Mueller 2023): the judge gets the question and
 the proposed answer with the paper's prompt, and its verdict maps to a confidence
@@ -237,7 +239,7 @@ class JudgeMethod:
     def score(self, items) -> dict:
         import numpy as np
 
-        from ..scorers.base import MethodScores
+        from .base import MethodScores
 
         verdicts = self.ask(items)
         self.seen += len(verdicts)
