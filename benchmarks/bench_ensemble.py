@@ -30,7 +30,7 @@ def main() -> None:
     import torch
 
     from bench_nli import cpu_info
-    from halluscope.ensemble.components import COMPONENTS, ComponentScorer
+    from halluscope.engine.components import COMPONENTS, ComponentScorer
     from halluscope.ensemble.sac3 import load_sac3
     from halluscope.ensemble.tuning import EnsembleConfig
     from halluscope.models.encoder import Encoder

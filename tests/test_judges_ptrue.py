@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from halluscope import Detector
-from halluscope.ensemble.components import ComponentScorer
+from halluscope.engine.components import ComponentScorer
 from halluscope.scorers.judging import LLMJudge, parse_scale
 from halluscope.ensemble.sac3 import analyze, load_sac3
 from halluscope.llm import GenerationCache, Sampler

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from halluscope.ensemble.components import ComponentScorer, ResponseItem
+from halluscope.engine.components import ComponentScorer, ResponseItem
 from halluscope.scorers.judging import CoTJudge, LLMJudge, parse_verdict, parse_yes_reason
 from halluscope.ensemble.qa import DEFAULT_BENCHMARKS, QAQuestion, extract, grade, load_benchmark
 from halluscope.ensemble.report import accuracy_at_tau, presets_from_reports, write_figures

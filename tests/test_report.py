@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from halluscope.ensemble.components import ComponentScorer
+from halluscope.engine.components import ComponentScorer
 from halluscope.ensemble.sac3 import analyze, load_sac3
 from halluscope.evaluation.wikibio import ablation_samples, reproduce
 from halluscope.pipeline import Detector

@@ -235,7 +235,7 @@ def ensemble_presets(
 
 def _answers(path: Path, need_label: bool = False):
     """Answers of a records file (the input schema of `score`); records that cannot be used are reported."""
-    from ..ensemble.components import response_items
+    from ..engine.components import response_items
 
     recs, errors = _read_records_or_exit(path)
     items, missing = response_items(recs, need_label)
@@ -276,7 +276,7 @@ def ensemble_tune(
     answers), then fits weights and threshold on all of them and saves the config for `ensemble score --config`.
     LLM methods among --components (p_true, verbalized, likert_judge, ...) run on the --model / --base-url backend
     (else the --external-judge's); self_judge and external_judge are components when named."""
-    from ..ensemble.components import ComponentScorer
+    from ..engine.components import ComponentScorer
     from ..ensemble.report import markdown_table
     from ..ensemble.sac3 import analyze
     from ..ensemble.tuning import tune
@@ -323,7 +323,7 @@ def ensemble_score(
     packaged presets work without an LLM."""
     import numpy as np
 
-    from ..ensemble.components import ComponentScorer
+    from ..engine.components import ComponentScorer
     from ..ensemble.tuning import EnsembleConfig
 
     cfg = EnsembleConfig.load(config, preset) if config else EnsembleConfig.preset(preset)

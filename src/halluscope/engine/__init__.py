@@ -1,2 +1,3 @@
-"""The method engine: the registry of methods (:mod:`.registry`) and the shared models and run artefacts
-(:mod:`.store`). Records -> artefacts -> methods -> combiners -> results."""
+"""The method engine: the registry of methods (:mod:`.registry`), the shared models and run artefacts
+(:mod:`.store`), and the response-level components computed on them (:mod:`.components`). Records -> artefacts ->
+methods -> combiners -> results."""

@@ -81,7 +81,7 @@ _SPECS: dict[str, MethodSpec] = {}
 _BUILDERS: dict[str, Callable[[list[str], Any], Any]] = {}
 _LOADED = False
 # modules outside halluscope.scorers that register methods
-_OTHER_MODULES = ("halluscope.ensemble.components",)
+_OTHER_MODULES = ("halluscope.engine.components",)
 
 
 def register(*specs: MethodSpec, build: Callable[[list[str], Any], Any]) -> None:

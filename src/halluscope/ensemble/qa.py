@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .components import ResponseItem, normalize_answer
+from ..engine.components import ResponseItem, normalize_answer
 
 BENCHMARKS = {
     "gsm8k": ("questions/gsm8k_test.jsonl", "numeric"),

@@ -148,7 +148,7 @@ def run_qa(benchmarks, sampler, out_dir: str | Path, data_dir=None, limit: int =
            encoder=None, nli=None, console=None) -> dict:
     """Generate, grade, score, tune and report each benchmark; writes ``out_dir``/items_<name>.jsonl (answers,
     grades, component values), report.json, report.md, ROC and accuracy-at-tau PNGs, and presets.json."""
-    from .components import DEFAULT_COMPONENTS, ComponentScorer
+    from ..engine.components import DEFAULT_COMPONENTS, ComponentScorer
     from .qa import BENCHMARKS, answer_items, load_benchmark
     from .sac3 import analyze
 
@@ -191,7 +191,7 @@ def run_qa(benchmarks, sampler, out_dir: str | Path, data_dir=None, limit: int =
 def reanalyze(out_dir: str | Path, folds: int | None = None, seed: int = 0) -> dict:
     """Rebuild report.json, report.md, the figures and presets.json of an ``ensemble qa`` run from its
     items_<name>.jsonl (the component values and grades it saved), with no generation and no model work."""
-    from .components import ResponseItem
+    from ..engine.components import ResponseItem
     from .sac3 import analyze
 
     out_dir = Path(out_dir)

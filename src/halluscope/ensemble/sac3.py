@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .components import DEFAULT_COMPONENTS, ComponentScorer, ResponseItem
+from ..engine.components import DEFAULT_COMPONENTS, ComponentScorer, ResponseItem
 from .tuning import component_figures, cross_validate
 
 SAC3_FILE = "sac3_nq_open/nq_open_250_eval_labeled-SC.json"

@@ -26,7 +26,7 @@ bounded ensemble component. For a fixed N the maps are monotone, so AUROC and PR
   orthonormal columns), so it is reported raw.
 
 Every NLI pair is read through the shared :class:`~halluscope.models.nli.NLI` cache; the response components
-(:mod:`halluscope.ensemble.components`) batch all pairs of an item in one pass, so a pair read by
+(:mod:`halluscope.engine.components`) batch all pairs of an item in one pass, so a pair read by
 ``non_contradiction``, ``semantic_negentropy`` and these scores goes through the model once.
 """
 
@@ -172,7 +172,7 @@ def _register() -> None:
 
 def _build(names, art):
     """Built with the response components: one NLI pass for every NLI-based response method of the run."""
-    from ..ensemble.components import ResponseMethods
+    from ..engine.components import ResponseMethods
 
     return ResponseMethods(names, art)
 

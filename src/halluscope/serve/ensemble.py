@@ -15,7 +15,7 @@ one file the server watches carries both fits and one reload switches both, betw
   least 2 of each class, the weights and threshold are tuned on the reviews (``tuning.tune``); AUROC, F1 and ECE
   after are out-of-fold figures of a k-fold cross-validation (``tuning.cross_validate``), before are those of the
   answer probability the server gave and of the ensemble of the base file if it has one. Components come from the
-  stored results where the server already computed them, else from :class:`~halluscope.ensemble.components.
+  stored results where the server already computed them, else from :class:`~halluscope.engine.components.
   ComponentScorer` over the stored response and samples (the same functions, so the same values).
 """
 
@@ -34,7 +34,7 @@ MIN_ANSWERS = 20  # answers reviewed as a whole before the weights are refitted 
 
 def engine_name(component: str) -> str:
     """The engine method that computes an ensemble component (its passage score is 1 - the confidence)."""
-    from ..ensemble.components import ENGINE_NAMES
+    from ..engine.components import ENGINE_NAMES
 
     return {v: k for k, v in ENGINE_NAMES.items()}.get(component, component)
 
@@ -43,7 +43,7 @@ def check_components(components) -> None:
     """ValueError unless the server's detector can compute every component: a method of the engine, bounded, that
     needs no LLM (judges and ``selfcheck_nli`` are not served)."""
     from ..engine.registry import specs
-    from ..ensemble.components import uncomputable
+    from ..engine.components import uncomputable
 
     problems = uncomputable(components)
     for c in components:
@@ -89,7 +89,7 @@ def output(it: ItemResult, cfg) -> dict | None:
 
 def _component_matrix(answers: list[tuple[str, dict, bool]], comps: list[str]) -> np.ndarray:
     """Confidences per reviewed answer: stored where the server computed them, else computed now (one batch)."""
-    from ..ensemble.components import ComponentScorer, ResponseItem
+    from ..engine.components import ComponentScorer, ResponseItem
 
     C = np.array([confidences(d.get("passage_scores", {}), comps) for _, d, _ in answers], float)
     todo = [k for k, (_, d, _) in enumerate(answers) if any(engine_name(c) not in d.get("passage_scores", {})
@@ -110,7 +110,7 @@ def _figures(fig: dict) -> dict:
 def refit(engine, base=None, components=None, folds: int = 5, min_answers: int = MIN_ANSWERS):
     """Tune the ensemble on the answers reviewed as a whole (positive: reviewed inaccurate). Returns (the new
     :class:`~halluscope.ensemble.tuning.EnsembleConfig` or None when there are too few reviews, a report)."""
-    from ..ensemble.components import DEFAULT_COMPONENTS
+    from ..engine.components import DEFAULT_COMPONENTS
     from ..ensemble.tuning import cross_validate, evaluate, tune
     from .store import reviewed_answers
 

@@ -1,5 +1,6 @@
 """Response-level confidence components of the tunable ensemble (Bouchard & Chauhan, 003: §3.2), on the same shared
-models as the sentence-level scorers.
+models as the sentence-level scorers: :class:`ComponentScorer`, the answers it reads (:class:`ResponseItem`), and the
+components registered as response methods of the engine (``exact_match``, ``non_contradiction``, ...).
 
 For an original response y and m candidate responses (samples) y~_1..y~_m of the same question, each component is a
 confidence in [0, 1] (higher = more likely correct; the hallucination score is 1 - confidence):
@@ -102,7 +103,7 @@ def uncomputable(components, judges=(), llm=None) -> dict[str, str]:
     the engine (``halluscope methods``: luq, the SelfCheck sentence methods aggregated to the answer, ...), one that
     needs an LLM (p_true, verbalized, the judges of the engine) only when ``llm`` is given; a method that needs the
     answer's token log-probs is not one (an answer with samples does not carry them)."""
-    from ..engine.registry import specs
+    from .registry import specs
 
     engine, out = specs(), {}
     for c in components:
@@ -141,14 +142,14 @@ class ComponentScorer:
 
     def _nli_model(self):
         if self.nli is None:  # the process's shared instance (engine.store): its pair cache is everyone's
-            from ..engine import store
+            from . import store
 
             self.nli = store.nli()
         return self.nli
 
     def _encoder(self):
         if self.encoder is None:
-            from ..engine import store
+            from . import store
 
             self.encoder = store.encoder()
         return self.encoder
@@ -328,7 +329,7 @@ class ResponseMethods:
 
 
 def _register() -> None:
-    from ..engine.registry import MethodSpec, register
+    from .registry import MethodSpec, register
 
     src = "Bouchard & Chauhan 2025 (uqlm; seed 003) "
     register(
