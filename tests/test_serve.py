@@ -329,7 +329,7 @@ def test_calibrate_from_db_refits_the_ensemble(db, request, tmp_path, data_dir):
     from halluscope import calibration
     from halluscope.client import AsyncClient
     from halluscope.engine.components import DEFAULT_COMPONENTS, ComponentScorer, ResponseItem
-    from halluscope.ensemble.tuning import EnsembleConfig, tune
+    from halluscope.combine.tuned import EnsembleConfig, tune
 
     cal = tmp_path / "cal.json"
     shutil.copy(calibration.packaged_path(), cal)

@@ -110,7 +110,7 @@ def _sac3_cot(items, sampler, k, folds):
     import numpy as np
 
     from ..scorers.judging import CoTJudge
-    from ..ensemble.tuning import component_figures
+    from ..combine.tuned import component_figures
 
     bar = _bar("CoT judge", len(items) * k)
     res = CoTJudge(sampler, k=k).score([(" / ".join(it.meta.get("right_answer", [])) or "", it.response, it.question)
@@ -279,7 +279,7 @@ def ensemble_tune(
     from ..engine.components import ComponentScorer
     from ..ensemble.report import markdown_table
     from ..ensemble.sac3 import analyze
-    from ..ensemble.tuning import tune
+    from ..combine.tuned import tune
 
     comps = [c.strip() for c in components.split(",") if c.strip()]
     llm, judges = _llm_and_judges(model, base_url, backend, chat, api_key_env, cache, external_judge,
@@ -324,7 +324,7 @@ def ensemble_score(
     import numpy as np
 
     from ..engine.components import ComponentScorer
-    from ..ensemble.tuning import EnsembleConfig
+    from ..combine.tuned import EnsembleConfig
 
     cfg = EnsembleConfig.load(config, preset) if config else EnsembleConfig.preset(preset)
     llm, judges = _llm_and_judges(model, base_url, backend, chat, api_key_env, cache, external_judge,

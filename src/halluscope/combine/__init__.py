@@ -11,7 +11,7 @@ its input.
 - :class:`Platt`: Platt scaling of one score into a probability (Platt 1999): p = sigmoid(a * s + b);
 - :class:`Calibrated`: a combiner followed by Platt scaling: the default probability of hallucination.
 
-The tuned weighted ensemble of 003 (:class:`halluscope.ensemble.tuning.EnsembleConfig`) follows the same interface.
+The tuned weighted ensemble of 003 (:class:`halluscope.combine.tuned.EnsembleConfig`) follows the same interface.
 """
 
 from .base import Calibrated, Combiner, Logistic, Platt, ZMean, from_dict, load

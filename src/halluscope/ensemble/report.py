@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ..report.plots import plot_reliability, plot_risk_coverage, pyplot
-from .tuning import TAUS, accuracy_at_tau, calibration_of, rejection_curve, tune
+from ..combine.tuned import TAUS, accuracy_at_tau, calibration_of, rejection_curve, tune
 
 
 def plot_roc(curves: dict[str, list[float]], halluc, path, title: str = ""):

@@ -1,8 +1,8 @@
 """The tuned response ensemble in the service: refitted from reviews, served beside the calibrated probability.
 
-The ensemble (Bouchard & Chauhan, :mod:`halluscope.ensemble.tuning`) is a confidence s = sum_k w_k c_k over
+The ensemble (Bouchard & Chauhan, :mod:`halluscope.combine.tuned`) is a confidence s = sum_k w_k c_k over
 response-level components c_k in [0, 1] (higher = more likely correct); an answer is flagged when s < tau. It lives
-in the calibration file under the key ``ensemble`` (an :class:`~halluscope.ensemble.tuning.EnsembleConfig`), so the
+in the calibration file under the key ``ensemble`` (an :class:`~halluscope.combine.tuned.EnsembleConfig`), so the
 one file the server watches carries both fits and one reload switches both, between two batches.
 
 - Serving: every component is computed by the server's detector as a method of the engine (``bertscore`` is the
@@ -57,7 +57,7 @@ def check_components(components) -> None:
 def load(calibration: str | Path | None):
     """The tuned ensemble of a calibration file (None when it has none, as the packaged file)."""
     from .. import calibration as cal
-    from ..ensemble.tuning import EnsembleConfig
+    from ..combine.tuned import EnsembleConfig
 
     d = cal._read(str(calibration or cal.packaged_path())).get(ENTRY)
     if not d:
@@ -109,9 +109,9 @@ def _figures(fig: dict) -> dict:
 
 def refit(engine, base=None, components=None, folds: int = 5, min_answers: int = MIN_ANSWERS):
     """Tune the ensemble on the answers reviewed as a whole (positive: reviewed inaccurate). Returns (the new
-    :class:`~halluscope.ensemble.tuning.EnsembleConfig` or None when there are too few reviews, a report)."""
+    :class:`~halluscope.combine.tuned.EnsembleConfig` or None when there are too few reviews, a report)."""
     from ..engine.components import DEFAULT_COMPONENTS
-    from ..ensemble.tuning import cross_validate, evaluate, tune
+    from ..combine.tuned import cross_validate, evaluate, tune
     from .store import reviewed_answers
 
     answers = reviewed_answers(engine)
