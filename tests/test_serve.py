@@ -316,7 +316,7 @@ def _ensemble_matches(got: dict, cfg) -> None:
 
 
 def test_calibrate_from_db_refits_the_ensemble(db, request, tmp_path, data_dir):
-    """20 answers (the least that refits it) reviewed as a whole -> `calibrate --from-db` tunes the ensemble (tuning.tune on the answers'
+    """20 answers (the least that refits it) reviewed as a whole -> `calibrate --from-db` tunes the ensemble (tuned.tune on the answers'
     components) with AUROC before/after by CV and writes it into the calibration file; the running server switches
     to it between batches with no request lost, and again on /v1/admin/reload; every later answer carries the
     ensemble's confidence and flag beside the calibrated probability, from components its detector computed."""
@@ -388,7 +388,7 @@ def test_calibrate_from_db_refits_the_ensemble(db, request, tmp_path, data_dir):
         [short[c] for c in DEFAULT_COMPONENTS], abs=1e-5)
     assert after["result"]["sentence_scores"]["combination"] == pytest.approx(
         before["result"]["sentence_scores"]["combination"], abs=1e-9)
-    # the report and the fit: tuning.tune on the reviewed answers' components, AUROC before and after by CV
+    # the report and the fit: tuned.tune on the reviewed answers' components, AUROC before and after by CV
     rep = json.loads(next(x for x in r.stdout.splitlines() if x.startswith("{")))["ensemble"]
     wrong = sum(not a["correct"] for a in answers)
     assert rep["answers_reviewed"] == 20 and rep["inaccurate"] == wrong and 2 <= wrong <= 18

@@ -110,7 +110,7 @@ def _sac3_cot(items, sampler, k, folds):
     import numpy as np
 
     from ..scorers.judging import CoTJudge
-    from ..combine.tuned import component_figures
+    from ..evaluation.response_metrics import component_figures
 
     bar = _bar("CoT judge", len(items) * k)
     res = CoTJudge(sampler, k=k).score([(" / ".join(it.meta.get("right_answer", [])) or "", it.response, it.question)

@@ -11,7 +11,10 @@ its input.
 - :class:`Platt`: Platt scaling of one score into a probability (Platt 1999): p = sigmoid(a * s + b);
 - :class:`Calibrated`: a combiner followed by Platt scaling: the default probability of hallucination.
 
-The tuned weighted ensemble of 003 (:class:`halluscope.combine.tuned.EnsembleConfig`) follows the same interface.
+The tuned weighted ensemble of 003 (:mod:`halluscope.combine.tuned`: weights on the simplex and a threshold, fitted by
+``tune``, kept in an ``EnsembleConfig``) is the combiner of response-level confidences; it is imported from its
+module (it needs scipy's optimizer), and its cross-validated evaluation is in
+:mod:`halluscope.evaluation.response_metrics`.
 """
 
 from .base import Calibrated, Combiner, Logistic, Platt, ZMean, from_dict, load

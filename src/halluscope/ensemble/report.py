@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from ..report.plots import plot_reliability, plot_risk_coverage, pyplot
-from ..combine.tuned import TAUS, accuracy_at_tau, calibration_of, rejection_curve, tune
+from ..combine.tuned import tune
+from ..evaluation.response_metrics import TAUS, accuracy_at_tau, calibration_of, rejection_curve
 
 
 def plot_roc(curves: dict[str, list[float]], halluc, path, title: str = ""):

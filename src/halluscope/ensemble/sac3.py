@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ..engine.components import DEFAULT_COMPONENTS, ComponentScorer, ResponseItem
-from ..combine.tuned import component_figures, cross_validate
+from ..evaluation.response_metrics import component_figures, cross_validate
 
 SAC3_FILE = "sac3_nq_open/nq_open_250_eval_labeled-SC.json"
 # Table 1 of the tunable-ensemble paper, NQ-Open column (their answers from gpt-3.5-turbo, not this set's)

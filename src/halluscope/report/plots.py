@@ -66,8 +66,9 @@ def plot_reliability(cal: dict, path, title: str = "reliability"):
 
 def plot_risk_coverage(curves: dict[str, tuple], path, title: str = "risk-coverage", base_rate: float | None = None):
     """Risk-coverage curves of selective prediction: ``curves`` maps a name to (coverage, risk, AURC), e.g. from
-    :func:`halluscope.combine.tuned.rejection_curve` and :func:`~halluscope.evaluation.metrics.aurc`; the AURC
-    (lower is better) in the legend, and the error rate of keeping everything (a random order) as a dotted line."""
+    :func:`halluscope.evaluation.response_metrics.rejection_curve` and :func:`~halluscope.evaluation.metrics.aurc`;
+    the AURC (lower is better) in the legend, and the error rate of keeping everything (a random order) as a dotted
+    line."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(4.6, 4.2), dpi=110)
     for name, (cov, risk, area) in curves.items():

@@ -12,11 +12,12 @@ one file the server watches carries both fits and one reload switches both, betw
   flagged, threshold, components, trained_on}``; None while no tuned ensemble is loaded. The answer's ``flagged``
   stays the calibrated probability's flag.
 - Refitting (``halluscope calibrate --from-db``): with at least :data:`MIN_ANSWERS` answers reviewed as a whole and at
-  least 2 of each class, the weights and threshold are tuned on the reviews (``tuning.tune``); AUROC, F1 and ECE
-  after are out-of-fold figures of a k-fold cross-validation (``tuning.cross_validate``), before are those of the
-  answer probability the server gave and of the ensemble of the base file if it has one. Components come from the
-  stored results where the server already computed them, else from :class:`~halluscope.engine.components.
-  ComponentScorer` over the stored response and samples (the same functions, so the same values).
+  least 2 of each class, the weights and threshold are tuned on the reviews (``combine.tuned.tune``); AUROC, F1 and
+  ECE after are out-of-fold figures of a k-fold cross-validation (``evaluation.response_metrics.cross_validate``),
+  before are those of the answer probability the server gave and of the ensemble of the base file if it has one.
+  Components come from the stored results where the server already computed them, else from
+  :class:`~halluscope.engine.components.ComponentScorer` over the stored response and samples (the same functions, so
+  the same values).
 """
 
 from __future__ import annotations
@@ -111,7 +112,8 @@ def refit(engine, base=None, components=None, folds: int = 5, min_answers: int =
     """Tune the ensemble on the answers reviewed as a whole (positive: reviewed inaccurate). Returns (the new
     :class:`~halluscope.combine.tuned.EnsembleConfig` or None when there are too few reviews, a report)."""
     from ..engine.components import DEFAULT_COMPONENTS
-    from ..combine.tuned import cross_validate, evaluate, tune
+    from ..combine.tuned import tune
+    from ..evaluation.response_metrics import cross_validate, evaluate
     from .store import reviewed_answers
 
     answers = reviewed_answers(engine)

@@ -1,0 +1,125 @@
+"""Evaluation of response-level confidences and of the tuned ensemble (003 §3.4, §4). The positive class of every
+figure is **hallucination** (incorrect answer), scored by 1 - confidence.
+
+- ``evaluate``: AUROC, PRR / AURC / ECE / Brier (``selective_figures``), precision / recall / F1 at a threshold, and
+  accuracy-at-tau (``accuracy_at_tau``, tau in :data:`TAUS` = 0, 0.1, ..., 0.9).
+- ``cross_validate``: k-fold (stratified): each fold's weights and tau are tuned
+  (:func:`halluscope.combine.tuned.tune`) on the other folds and applied to it, so no reported figure is measured on
+  the data that tuned it.
+- ``component_figures``: each component alone, with its F1 threshold cross-validated the same way.
+- ``selective_figures``: every row (component, baseline, ensemble) also gets the selective-prediction figures PRR and
+  AURC (answers rejected by decreasing hallucination score 1 - s; ``rejection_curve``) and the calibration figures
+  ECE and Brier of 1 - s read as the probability of hallucination (``calibration_of``;
+  :mod:`halluscope.evaluation.metrics`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.metrics import f1_score, precision_score, recall_score
+
+from ..combine.tuned import best_threshold, ranking_metric, tune
+
+TAUS = tuple(round(0.1 * k, 1) for k in range(10))
+
+
+def _prf(halluc: np.ndarray, pred: np.ndarray) -> dict[str, float]:
+    """Precision, recall and F1 of the hallucination class."""
+    return {"precision": float(precision_score(halluc, pred, zero_division=0)),
+            "recall": float(recall_score(halluc, pred, zero_division=0)),
+            "f1": float(f1_score(halluc, pred, zero_division=0))}
+
+
+def accuracy_at_tau(conf, halluc) -> list[float]:
+    """The share of correct answers among those with confidence >= tau, for tau = 0, 0.1, ..., 0.9 (003 Figure 1);
+    NaN where no answer is left."""
+    c, h = np.asarray(conf, float), np.asarray(halluc, int)
+    ok = np.isfinite(c)
+    c, h = c[ok], h[ok]
+    return [float(1 - h[c >= t].mean()) if (c >= t).any() else float("nan") for t in TAUS]
+
+
+def rejection_curve(conf, halluc) -> tuple[np.ndarray, np.ndarray, float]:
+    """(coverage, risk, AURC): the risk-coverage curve (:func:`~halluscope.evaluation.metrics.risk_coverage`) of
+    answers kept by decreasing confidence, uncertainty = 1 - confidence, error = hallucination (incorrect answer),
+    and its area (:func:`~halluscope.evaluation.metrics.aurc`); NaN rows left out."""
+    from .metrics import aurc, risk_coverage
+
+    u, e = 1 - np.asarray(conf, float), np.asarray(halluc, float)
+    return (*risk_coverage(u, e), aurc(u, e))
+
+
+def calibration_of(conf, halluc) -> dict:
+    """:func:`~halluscope.evaluation.metrics.calibration` (ECE, Brier, reliability points) of 1 - confidence read as
+    the probability of hallucination; NaN rows left out."""
+    from .metrics import calibration
+
+    return calibration(1 - np.asarray(conf, float), np.asarray(halluc, float))
+
+
+def selective_figures(conf, halluc) -> dict[str, float]:
+    """PRR and AURC of rejecting answers by decreasing hallucination score 1 - confidence (error = incorrect answer,
+    tied scores averaged), and ECE and Brier score of 1 - confidence as the probability of hallucination."""
+    from .metrics import prr
+
+    c, h = np.asarray(conf, float), np.asarray(halluc, float)
+    cal = calibration_of(c, h)
+    return {"prr": prr(1 - c, h), "aurc": rejection_curve(c, h)[2],
+            "ece": cal["ece"] if cal["n"] else float("nan"), "brier": cal["brier"]}
+
+
+def evaluate(conf: np.ndarray, halluc: np.ndarray, tau: float) -> dict:
+    """AUROC (hallucination as positive, scored by 1 - confidence), PRR / AURC / ECE / Brier
+    (:func:`selective_figures`), precision / recall / F1 at tau, and accuracy-at-tau."""
+    conf, halluc = np.asarray(conf, float), np.asarray(halluc, int)
+    ok = np.isfinite(conf)
+    c, h = conf[ok], halluc[ok]
+    return {
+        "auroc": ranking_metric("roc_auc", h, c),
+        **selective_figures(c, h),
+        **_prf(h, c < tau),
+        "threshold": float(tau),
+        "n": int(ok.sum()),
+        "accuracy_at_tau": {str(t): a for t, a in zip(TAUS, accuracy_at_tau(c, h))},
+    }
+
+
+def cross_validate(C: np.ndarray, halluc: np.ndarray, components: list[str], folds: int = 5, seed: int = 0,
+                   objective: str = "roc_auc", mode: str = "agnostic") -> tuple[dict, np.ndarray, np.ndarray]:
+    """Out-of-fold confidences and thresholds; returns (figures, out-of-fold confidence, per-row threshold)."""
+    from sklearn.model_selection import StratifiedKFold
+
+    C, halluc = np.asarray(C, float), np.asarray(halluc, int)
+    oof = np.full(len(halluc), np.nan)
+    taus = np.full(len(halluc), np.nan)
+    for tr, te in StratifiedKFold(folds, shuffle=True, random_state=seed).split(C, halluc):
+        cfg = tune(C[tr], halluc[tr], components, objective, mode, seed)
+        oof[te] = cfg.confidence(C[te])
+        taus[te] = cfg.threshold
+    ok = np.isfinite(oof)
+    pred = oof < taus
+    fig = evaluate(oof, halluc, 0.5)
+    fig.update(_prf(halluc[ok], pred[ok]), threshold=float(np.nanmean(taus)))
+    return fig, oof, taus
+
+
+def component_figures(C: np.ndarray, halluc: np.ndarray, components: list[str], folds: int = 5, seed: int = 0):
+    """Each component alone: AUROC, PRR, AURC, ECE and Brier (no tuning; :func:`selective_figures`) and F1 at a
+    threshold tuned by k-fold cross-validation."""
+    from sklearn.model_selection import StratifiedKFold
+
+    out = {}
+    for k, name in enumerate(components):
+        c = C[:, k]
+        taus = np.full(len(c), np.nan)
+        for tr, te in StratifiedKFold(folds, shuffle=True, random_state=seed).split(C, halluc):
+            taus[te] = best_threshold(halluc[tr], c[tr])[0]
+        ok = np.isfinite(c)
+        pred = c < taus
+        out[name] = {
+            "n": int(ok.sum()),  # answers with a value (a judge's missing verdicts are left out)
+            "auroc": ranking_metric("roc_auc", halluc, c),
+            **selective_figures(c, halluc),
+            **_prf(halluc[ok], pred[ok]),
+        }
+    return out
