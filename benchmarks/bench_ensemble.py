@@ -31,7 +31,7 @@ def main() -> None:
 
     from bench_nli import cpu_info
     from halluscope.engine.components import COMPONENTS, ComponentScorer
-    from halluscope.ensemble.sac3 import load_sac3
+    from halluscope.evaluation.sac3 import load_sac3
     from halluscope.combine.tuned import EnsembleConfig
     from halluscope.models.encoder import Encoder
     from halluscope.models.nli import load_nli

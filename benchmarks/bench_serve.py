@@ -37,7 +37,7 @@ def cpu_name() -> str:
 
 
 def sac3_bodies(n: int = 100) -> list[dict]:
-    from halluscope.ensemble.sac3 import load_sac3
+    from halluscope.evaluation.sac3 import load_sac3
 
     return [{"id": it.id, "prompt": it.question, "response": it.response, "samples": list(it.samples)[:10],
              "tags": {"model": "gpt-3.5", "bench": "load"}} for it in load_sac3(None, n)]

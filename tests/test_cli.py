@@ -167,7 +167,7 @@ def test_ensemble_score_with_preset_and_bad_record(tmp_path):
 
 
 def test_ensemble_tune_then_score_with_the_config(tmp_path, data_dir):
-    from halluscope.ensemble.sac3 import load_sac3
+    from halluscope.evaluation.sac3 import load_sac3
 
     graded = tmp_path / "graded.jsonl"
     graded.write_text("".join(json.dumps({"id": it.id, "question": it.question, "response": it.response,

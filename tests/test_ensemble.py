@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from halluscope.ensemble import ComponentScorer, best_threshold, combine, cross_validate, normalize_answer, tune
-from halluscope.ensemble.sac3 import load_sac3
+from halluscope.evaluation.sac3 import load_sac3
 
 
 def test_components_on_sac3_and_each_nli_pair_once(detector_models, data_dir):
@@ -68,8 +68,8 @@ def test_luq_in_the_tuned_ensemble_with_five_fold_cv_and_in_ensemble_score(detec
 
     from halluscope import Detector
     from halluscope.cli import app
-    from halluscope.ensemble.report import markdown_table
-    from halluscope.ensemble.sac3 import analyze
+    from halluscope.evaluation.response_report import markdown_table
+    from halluscope.evaluation.sac3 import analyze
     from halluscope.evaluation.metrics import aurc, calibration, prr
     from halluscope.scorers.luq import entail_share
     from halluscope.text import split_sentences

@@ -96,8 +96,8 @@ def test_one_nli_pass_serves_non_contradiction_entropy_and_every_graph_method(da
     the ordered pairs of different answers; the ensemble path (ComponentScorer, tuning) takes the same names."""
     from halluscope import Detector
     from halluscope.ensemble import ComponentScorer
-    from halluscope.ensemble.report import markdown_table
-    from halluscope.ensemble.sac3 import analyze, load_sac3
+    from halluscope.evaluation.response_report import markdown_table
+    from halluscope.evaluation.sac3 import analyze, load_sac3
     from halluscope.models.nli import load_nli
     from halluscope.scorers.graph import entailment_matrix, text_pairs
 

@@ -12,7 +12,7 @@ import pytest
 from halluscope import Detector
 from halluscope.engine.components import ComponentScorer
 from halluscope.scorers.judging import LLMJudge, parse_scale
-from halluscope.ensemble.sac3 import analyze, load_sac3
+from halluscope.evaluation.sac3 import analyze, load_sac3
 from halluscope.llm import GenerationCache, Sampler
 from halluscope.llm.http import OpenAIBackend
 from halluscope.llm.server import LlamaServer

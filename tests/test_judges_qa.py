@@ -9,9 +9,9 @@ import pytest
 
 from halluscope.engine.components import ComponentScorer, ResponseItem
 from halluscope.scorers.judging import CoTJudge, LLMJudge, parse_verdict, parse_yes_reason
-from halluscope.ensemble.qa import DEFAULT_BENCHMARKS, QAQuestion, extract, grade, load_benchmark
-from halluscope.ensemble.report import accuracy_at_tau, presets_from_reports, write_figures
-from halluscope.ensemble.sac3 import analyze, bsdetector, load_sac3
+from halluscope.evaluation.qa import DEFAULT_BENCHMARKS, QAQuestion, extract, grade, load_benchmark
+from halluscope.evaluation.response_report import accuracy_at_tau, presets_from_reports, write_figures
+from halluscope.evaluation.sac3 import analyze, bsdetector, load_sac3
 from halluscope.llm import Sampler
 from halluscope.llm.local import LlamaCppBackend
 
@@ -121,7 +121,7 @@ def test_sac3_figures_roc_and_accuracy_at_tau(detector_models, data_dir, tmp_pat
 
 
 def test_qa_pipeline_end_to_end(sampler, detector_models, data_dir, tmp_path):
-    from halluscope.ensemble.report import run_qa
+    from halluscope.evaluation.response_report import run_qa
 
     enc, nli = detector_models
     rep = run_qa(["svamp"], sampler, tmp_path, data_dir, limit=3, m=2, encoder=enc, nli=nli,
@@ -142,7 +142,7 @@ def test_qa_pipeline_end_to_end(sampler, detector_models, data_dir, tmp_path):
 
 
 def test_sac3_external_judge_is_a_component(sampler, data_dir):
-    from halluscope.ensemble.sac3 import run_sac3
+    from halluscope.evaluation.sac3 import run_sac3
 
     out = run_sac3(data_dir, limit=8, folds=2, components=["exact_match"],
                    judges={"external_judge": LLMJudge(sampler, retries=0)})

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from halluscope import Detector
-from halluscope.ensemble.sac3 import load_sac3
+from halluscope.evaluation.sac3 import load_sac3
 from halluscope.llm import GenParams, Sampler
 from halluscope.llm.http import OpenAIBackend
 from halluscope.llm.langchain import MISSING, LangChainBackend, default_kwargs

@@ -97,7 +97,7 @@ def scratch(tmp_path_factory, _wikibio_cached):
                                         for r in rows]
     (d / "answers.csv").write_text("\n".join(lines) + "\n")
     (d / "questions.txt").write_text("Who was Ada Lovelace?\nWhat is the capital of Australia?\n")
-    from halluscope.ensemble.sac3 import load_sac3
+    from halluscope.evaluation.sac3 import load_sac3
 
     graded = [{"prompt": it.question, "response": it.response, "samples": list(it.samples)[:5],
                "correct": bool(it.correct), "id": it.id} for it in load_sac3(None, 24)]

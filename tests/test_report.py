@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from halluscope.engine.components import ComponentScorer
-from halluscope.ensemble.sac3 import analyze, load_sac3
+from halluscope.evaluation.sac3 import analyze, load_sac3
 from halluscope.evaluation.wikibio import ablation_samples, reproduce
 from halluscope.pipeline import Detector
 from halluscope.report.html import build_report

@@ -297,7 +297,7 @@ def test_calibrate_from_db_and_live_reload(db, request, tmp_path, wikibio):
 
 def _sac3(data_dir, n: int, samples: int = 4) -> list[dict]:
     """``n`` graded SAC3 NQ-Open answers spread over the file (both grades), with ``samples`` samples each."""
-    from halluscope.ensemble.sac3 import load_sac3
+    from halluscope.evaluation.sac3 import load_sac3
 
     return [{"id": it.id, "prompt": it.question, "response": it.response, "samples": it.samples[:samples],
              "correct": it.correct} for it in load_sac3(data_dir, n)]

@@ -110,7 +110,7 @@ def save(content: dict, path: str | Path | None = None) -> Path:
 
 def graded_records(data: str | Path | None = None, limit: int | None = None):
     """SAC3 NQ-Open as records (prompt, response, samples) and whether each answer is wrong."""
-    from .ensemble.sac3 import load_sac3
+    from .evaluation.sac3 import load_sac3
     from .types import Record
 
     items = load_sac3(data, limit)

@@ -54,8 +54,8 @@ def ensemble_sac3(
     """SAC3 NQ-Open: AUROC and F1 of each component, BSDetector, semantic entropy and the cross-validated ensemble,
     beside the paper's Table 1 (NQ-Open F1). The answers are given (gpt-3.5's), so an LLM judge here is external;
     its backend also serves the LLM methods named in --components (p_true, verbalized, likert_judge, ...)."""
-    from ..ensemble.report import markdown_table, write_figures
-    from ..ensemble.sac3 import load_sac3, run_sac3
+    from ..evaluation.response_report import markdown_table, write_figures
+    from ..evaluation.sac3 import load_sac3, run_sac3
 
     from ..engine import store
 
@@ -87,8 +87,8 @@ def ensemble_sac3(
 
 def _sac3_table(out: dict, cot: int) -> Table:
     """Each row with the number of answers it has a value for (a judge's unparseable verdicts are left out)."""
-    from ..ensemble.report import FIGURE_COLUMNS, figure_rows
-    from ..ensemble.report import fmt3 as _num
+    from ..evaluation.response_report import FIGURE_COLUMNS, figure_rows
+    from ..evaluation.response_report import fmt3 as _num
 
     t = Table(title=f"SAC3 NQ-Open, {out['n']} answers ({100 * out['hallucination_rate']:.1f}% incorrect); "
               f"positive class = incorrect; F1 at a {out['folds']}-fold cross-validated threshold; AURC lower is "
@@ -157,8 +157,8 @@ def ensemble_qa(
     candidates at --temperature), grade automatically (numeric match, choice letter, normalized gold match), score
     every component, cross-validate the ensemble, and write a report with ROC and accuracy-at-tau figures."""
     from ..engine import store
-    from ..ensemble.report import reanalyze as rebuild
-    from ..ensemble.report import run_qa
+    from ..evaluation.response_report import reanalyze as rebuild
+    from ..evaluation.response_report import run_qa
 
     if reanalyze:
         rebuild(out, folds, seed)
@@ -176,7 +176,7 @@ def ensemble_qa(
 
 
 def _qa_table(rep: dict) -> Table:
-    from ..ensemble.report import fmt3 as _num
+    from ..evaluation.response_report import fmt3 as _num
 
     t = Table(title=f"QA pipeline, {rep['backend']}: AUROC / F1 (cross-validated), positive = incorrect answer")
     for c in ("benchmark", "n", "accuracy", "best component", "BSDetector", "sem. entropy", "ensemble agn.",
@@ -212,8 +212,8 @@ def ensemble_presets(
     """Rebuild the weight presets for users without graded data from saved results: each group's answers pooled
     (on the components all of them have), AUROC-tuned weights on the simplex, then the F1 threshold. Quote the
     cross-validated figures of the same runs: a preset's own figures on its data would be in-sample."""
-    from ..ensemble.qa import BENCHMARKS
-    from ..ensemble.report import presets_from_reports, save_json
+    from ..evaluation.qa import BENCHMARKS
+    from ..evaluation.response_report import presets_from_reports, save_json
 
     def parts(paths, want_text):
         got = []
@@ -277,8 +277,8 @@ def ensemble_tune(
     LLM methods among --components (p_true, verbalized, likert_judge, ...) run on the --model / --base-url backend
     (else the --external-judge's); self_judge and external_judge are components when named."""
     from ..engine.components import ComponentScorer
-    from ..ensemble.report import markdown_table
-    from ..ensemble.sac3 import analyze
+    from ..evaluation.response_report import markdown_table
+    from ..evaluation.sac3 import analyze
     from ..combine.tuned import tune
 
     comps = [c.strip() for c in components.split(",") if c.strip()]

@@ -158,7 +158,7 @@ def _table_html(rows: list[tuple[str, dict, dict | None]], cols=COLUMNS, names=C
 def _ensemble_sections(ens: dict, figs: list[tuple[str, str]]) -> str:
     """Tables (AUROC, PRR, AURC, precision / recall / F1, ECE, Brier) and ROC / accuracy-at-tau / risk-coverage /
     reliability figures of a response-level report (QA pipeline or SAC3)."""
-    from ..ensemble.report import FIGURE_COLUMNS, figure_rows
+    from ..evaluation.response_report import FIGURE_COLUMNS, figure_rows
 
     blocks = ens["benchmarks"] if "benchmarks" in ens else {"SAC3 NQ-Open": ens}
     out = []
@@ -181,7 +181,7 @@ def _ensemble_sections(ens: dict, figs: list[tuple[str, str]]) -> str:
 def _ensemble_figures(r: dict, name: str, figs: list) -> str:
     """ROC, accuracy-at-tau, risk-coverage and the tuned ensemble's reliability diagram of one block, where its
     confidences were kept."""
-    from ..ensemble.report import (ENSEMBLE_RELIABILITY_TITLE, ensemble_calibration, plot_accuracy_at_tau, plot_roc,
+    from ..evaluation.response_report import (ENSEMBLE_RELIABILITY_TITLE, ensemble_calibration, plot_accuracy_at_tau, plot_roc,
                                    risk_coverage_curves)
     from .plots import plot_reliability, plot_risk_coverage
 

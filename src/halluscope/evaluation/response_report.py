@@ -1,6 +1,8 @@
-"""Figures and reports of the response-level evaluation: ROC curves (003 Figure 2), accuracy-at-tau (Figure 1),
-risk-coverage curves and the tuned ensemble's reliability diagram, and the QA-pipeline run that writes them with a
-Markdown table and JSON beside them."""
+"""Reports of the response-level evaluation: the figure rows and their Markdown table, the risk-coverage curves and
+the tuned ensemble's calibration behind the figures, the figure files of a result (drawn by
+:mod:`halluscope.report.plots`: ROC, 003 Figure 2; accuracy-at-tau, Figure 1; risk-coverage; reliability), weight
+presets from saved results, and the QA-pipeline run (``ensemble qa``) that writes them with a Markdown report and
+JSON beside them."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import numpy as np
 
 from ..report.plots import plot_reliability, plot_risk_coverage, pyplot
 from ..combine.tuned import tune
-from ..evaluation.response_metrics import TAUS, accuracy_at_tau, calibration_of, rejection_curve
+from .response_metrics import TAUS, accuracy_at_tau, calibration_of, rejection_curve
 
 
 def plot_roc(curves: dict[str, list[float]], halluc, path, title: str = ""):

@@ -1,5 +1,7 @@
 """The SAC3 NQ-Open set (250 questions, one gpt-3.5 answer each, 10 self-sampled answers, correctness labels):
-components, baselines and the cross-validated ensemble, beside the tunable-ensemble paper's Table 1 (NQ-Open)."""
+components, baselines and the cross-validated ensemble, beside the tunable-ensemble paper's Table 1 (NQ-Open).
+:func:`analyze` (every component alone, BSDetector, semantic entropy and the cross-validated ensemble of any graded
+answers) is also the analysis of the QA pipeline and of ``ensemble tune``."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ..engine.components import DEFAULT_COMPONENTS, ComponentScorer, ResponseItem
-from ..evaluation.response_metrics import component_figures, cross_validate
+from .response_metrics import component_figures, cross_validate
 
 SAC3_FILE = "sac3_nq_open/nq_open_250_eval_labeled-SC.json"
 # Table 1 of the tunable-ensemble paper, NQ-Open column (their answers from gpt-3.5-turbo, not this set's)
@@ -17,7 +19,7 @@ PAPER_NQ_OPEN_F1 = {"semantic_entropy": 0.624, "bsdetector": 0.629, "ensemble": 
 
 
 def load_sac3(data_dir: str | Path | None = None, limit: int | None = None) -> list[ResponseItem]:
-    from ..evaluation.wikibio import default_data_dir
+    from .wikibio import default_data_dir
 
     path = Path(data_dir or default_data_dir()) / SAC3_FILE
     if not path.is_file():

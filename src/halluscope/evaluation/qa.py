@@ -1,5 +1,6 @@
-"""The QA pipeline of the tunable-ensemble paper (003 §4): ask a benchmark's questions, grade the answers
-automatically, score them with the components, tune and report.
+"""The QA benchmarks of the tunable-ensemble paper (003 §4): load a benchmark's questions, ask them (the original
+answer and the candidates) and grade the answers automatically. The pipeline run that then scores them with the
+components, tunes and reports is :func:`halluscope.evaluation.response_report.run_qa`.
 
 Benchmarks (``../shared/data/questions``; first ``limit`` questions in file order):
 
@@ -91,7 +92,7 @@ def _choice_question(stem: str, texts: list[str]) -> str:
 
 
 def load_benchmark(name: str, data_dir: str | Path | None = None, limit: int | None = None) -> list[QAQuestion]:
-    from ..evaluation.wikibio import default_data_dir
+    from .wikibio import default_data_dir
 
     if name not in BENCHMARKS:
         raise ValueError(f"unknown benchmark {name!r}; choose from {sorted(BENCHMARKS)}")
