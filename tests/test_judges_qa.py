@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 
 from halluscope.engine.components import ComponentScorer, ResponseItem
-from halluscope.scorers.judging import CoTJudge, LLMJudge, parse_verdict, parse_yes_reason
 from halluscope.evaluation.qa import DEFAULT_BENCHMARKS, QAQuestion, extract, grade, load_benchmark
-from halluscope.evaluation.response_report import accuracy_at_tau, presets_from_reports, write_figures
+from halluscope.evaluation.response_metrics import accuracy_at_tau
+from halluscope.evaluation.response_report import presets_from_reports, write_figures
 from halluscope.evaluation.sac3 import analyze, bsdetector, load_sac3
 from halluscope.llm import Sampler
 from halluscope.llm.local import LlamaCppBackend
+from halluscope.scorers.judging import CoTJudge, LLMJudge, parse_verdict, parse_yes_reason
 
 
 @pytest.fixture(scope="module")

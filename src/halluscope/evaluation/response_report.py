@@ -12,47 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..report.plots import plot_reliability, plot_risk_coverage, pyplot
 from ..combine.tuned import tune
-from .response_metrics import TAUS, accuracy_at_tau, calibration_of, rejection_curve
-
-
-def plot_roc(curves: dict[str, list[float]], halluc, path, title: str = ""):
-    """ROC of each confidence (positive class = hallucination, scored by 1 - confidence), AUROC in the legend."""
-    from sklearn.metrics import roc_auc_score, roc_curve
-
-    plt = pyplot()
-    h = np.asarray(halluc, int)
-    fig, ax = plt.subplots(figsize=(4.6, 4.2), dpi=110)
-    for name, c in curves.items():
-        c = np.asarray(c, float)
-        ok = np.isfinite(c)
-        if ok.sum() < 2 or len(set(h[ok])) < 2:
-            continue
-        fpr, tpr, _ = roc_curve(h[ok], 1 - c[ok])
-        ax.plot(fpr, tpr, label=f"{name} ({roc_auc_score(h[ok], 1 - c[ok]):.3f})")
-    ax.plot([0, 1], [0, 1], ls=":", c="grey", lw=0.8)
-    ax.set(xlabel="false positive rate", ylabel="true positive rate", title=title or "ROC (positive = hallucination)")
-    ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, format="png")  # a path or a file-like object
-    plt.close(fig)
-    return path
-
-
-def plot_accuracy_at_tau(curves: dict[str, list[float]], halluc, path, title: str = ""):
-    """Accuracy of the answers whose confidence is >= tau, tau = 0, 0.1, ..., 0.9 (003 Figure 1)."""
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(4.6, 4.2), dpi=110)
-    for name, c in curves.items():
-        ax.plot(TAUS, accuracy_at_tau(c, halluc), marker="o", ms=3, label=name)
-    ax.set(xlabel="confidence threshold tau", ylabel="accuracy of answers with confidence >= tau", ylim=(-0.02, 1.02),
-           title=title or "Accuracy at tau")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, format="png")  # a path or a file-like object
-    plt.close(fig)
-    return path
+from ..report.plots import plot_accuracy_at_tau, plot_reliability, plot_risk_coverage, plot_roc
+from .response_metrics import calibration_of, rejection_curve
 
 
 def figure_rows(res: dict) -> list[tuple[str, dict]]:

@@ -181,9 +181,8 @@ def _ensemble_sections(ens: dict, figs: list[tuple[str, str]]) -> str:
 def _ensemble_figures(r: dict, name: str, figs: list) -> str:
     """ROC, accuracy-at-tau, risk-coverage and the tuned ensemble's reliability diagram of one block, where its
     confidences were kept."""
-    from ..evaluation.response_report import (ENSEMBLE_RELIABILITY_TITLE, ensemble_calibration, plot_accuracy_at_tau, plot_roc,
-                                   risk_coverage_curves)
-    from .plots import plot_reliability, plot_risk_coverage
+    from ..evaluation.response_report import ENSEMBLE_RELIABILITY_TITLE, ensemble_calibration, risk_coverage_curves
+    from .plots import plot_accuracy_at_tau, plot_reliability, plot_risk_coverage, plot_roc
 
     sc = r.get("scores", {})
     if "curves" not in sc:

@@ -1,9 +1,12 @@
-"""PNG figures of the SelfCheckGPT experiments, reliability diagrams and risk-coverage curves (matplotlib, no display
-needed)."""
+"""Every PNG figure (matplotlib, no display needed): the SelfCheckGPT experiments (Figure 7), reliability diagrams,
+risk-coverage curves, and the response-level ROC curves (tunable-ensemble paper 003, Figure 2) and accuracy-at-tau
+(Figure 1)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import numpy as np
 
 
 def pyplot():
@@ -84,5 +87,45 @@ def plot_risk_coverage(curves: dict[str, tuple], path, title: str = "risk-covera
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, format="png")
+    plt.close(fig)
+    return path
+
+
+def plot_roc(curves: dict[str, list[float]], halluc, path, title: str = ""):
+    """ROC of each confidence (positive class = hallucination, scored by 1 - confidence), AUROC in the legend."""
+    from sklearn.metrics import roc_auc_score, roc_curve
+
+    plt = pyplot()
+    h = np.asarray(halluc, int)
+    fig, ax = plt.subplots(figsize=(4.6, 4.2), dpi=110)
+    for name, c in curves.items():
+        c = np.asarray(c, float)
+        ok = np.isfinite(c)
+        if ok.sum() < 2 or len(set(h[ok])) < 2:
+            continue
+        fpr, tpr, _ = roc_curve(h[ok], 1 - c[ok])
+        ax.plot(fpr, tpr, label=f"{name} ({roc_auc_score(h[ok], 1 - c[ok]):.3f})")
+    ax.plot([0, 1], [0, 1], ls=":", c="grey", lw=0.8)
+    ax.set(xlabel="false positive rate", ylabel="true positive rate", title=title or "ROC (positive = hallucination)")
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, format="png")  # a path or a file-like object
+    plt.close(fig)
+    return path
+
+
+def plot_accuracy_at_tau(curves: dict[str, list[float]], halluc, path, title: str = ""):
+    """Accuracy of the answers whose confidence is >= tau, tau = 0, 0.1, ..., 0.9 (003 Figure 1)."""
+    from ..evaluation.response_metrics import TAUS, accuracy_at_tau
+
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(4.6, 4.2), dpi=110)
+    for name, c in curves.items():
+        ax.plot(TAUS, accuracy_at_tau(c, halluc), marker="o", ms=3, label=name)
+    ax.set(xlabel="confidence threshold tau", ylabel="accuracy of answers with confidence >= tau", ylim=(-0.02, 1.02),
+           title=title or "Accuracy at tau")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, format="png")  # a path or a file-like object
     plt.close(fig)
     return path
