@@ -3,7 +3,9 @@
 import numpy as np
 import pytest
 
-from halluscope.ensemble import ComponentScorer, best_threshold, combine, cross_validate, normalize_answer, tune
+from halluscope.combine.tuned import best_threshold, combine, tune
+from halluscope.engine.components import ComponentScorer, normalize_answer
+from halluscope.evaluation.response_metrics import cross_validate
 from halluscope.evaluation.sac3 import load_sac3
 
 

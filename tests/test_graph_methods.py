@@ -95,7 +95,7 @@ def test_one_nli_pass_serves_non_contradiction_entropy_and_every_graph_method(da
     """Detector and ensemble components on real SAC3 answers: each unique NLI pair through the model once, exactly
     the ordered pairs of different answers; the ensemble path (ComponentScorer, tuning) takes the same names."""
     from halluscope import Detector
-    from halluscope.ensemble import ComponentScorer
+    from halluscope.engine.components import ComponentScorer
     from halluscope.evaluation.response_report import markdown_table
     from halluscope.evaluation.sac3 import analyze, load_sac3
     from halluscope.models.nli import load_nli
