@@ -211,3 +211,37 @@ def _tune_and_score_with_an_llm_method(answers, server, tmp_path):
                 ["score", str(graded), "--config", str(cfg)]):
         r = runner.invoke(app, ["ensemble", *cmd])
         assert r.exit_code == 2 and "p_true: an LLM method" in r.output, r.output
+
+
+def test_score_command_runs_llm_methods_with_method_options(sampler, answers, server, tmp_path):
+    """`halluscope score FILE -m judge_panel,p_true --base-url ... --method-option ...`: the panel's judges and rule
+    come from the command line and reach the method (its evidence names the two judges; majority equals the
+    library run with the same options through the same server); a bad option is one clear line, exit 2."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from halluscope.cli import app
+
+    recs = tmp_path / "answers.jsonl"
+    recs.write_text("".join(json.dumps(r) + "\n" for r in _records(answers[:2])))
+    out = tmp_path / "out.jsonl"
+    llm = ["--base-url", server.base_url, "--model", "gemma", "--cache", str(tmp_path / "cache.sqlite")]
+    r = CliRunner().invoke(app, ["score", str(recs), "-m", "judge_panel,p_true", "-o", str(out), *llm,
+                                 "--method-option", "judge_panel.combine=majority",
+                                 "--method-option", 'judge_panel.judges=["verdict", "likert"]'])
+    assert r.exit_code == 0, r.output
+    got = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [g["id"] for g in got] == [a.id for a in answers[:2]]
+    lib = Detector(methods=["judge_panel"], llm=sampler, method_options={"judge_panel": {
+        "combine": "majority", "judges": ["verdict", "likert"]}}).score(_records(answers[:2]))
+    for g, it in zip(got, lib.items):
+        assert list(g["evidence"]["judge_panel"][0]["judges"]) == ["verdict", "likert"]
+        v = g["passage_scores"]["judge_panel"]
+        v = float("nan") if v is None else v  # a panel with no verdict: NaN (null in JSON), never 0
+        assert v in (0.0, 0.5, 1.0) or math.isnan(v)
+        assert v == pytest.approx(it.passage_scores["judge_panel"], nan_ok=True)
+        assert "p_true" in g["passage_scores"]
+    for bad, why in (("judge_panel.combine", "expected METHOD.KEY=VALUE"), ("nosuch.x=1", "no method 'nosuch'")):
+        r = CliRunner().invoke(app, ["score", str(recs), "-m", "judge_panel", *llm, "--method-option", bad])
+        assert r.exit_code == 2 and why in r.output, r.output

@@ -6,7 +6,7 @@
     halluscope reproduce wikibio --methods ngram --json
     halluscope methods
 
-Each command lives in the module of its group (score, train, ensemble, reproduce); they only parse options, call
+Each command lives in the module of its group (score, calibrate, train, ensemble, reproduce, serve); they only parse options, call
 the library and render.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 
-from . import ensemble, reproduce, score, serve, train  # noqa: F401  (registers the commands)
+from . import calibrate, ensemble, reproduce, score, serve, train  # noqa: F401  (registers the commands)
 from .common import app, err, example_path, show_results
 
 __all__ = ["app", "example_path", "main", "show_results"]

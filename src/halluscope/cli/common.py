@@ -84,6 +84,9 @@ ApiKeyEnvOpt = typer.Option("OPENAI_API_KEY", "--api-key-env", help="Environment
 QaStageOpt = typer.Option(None, "--qa-stage", help="STAGE=ID_OR_PATH: an MQAG stage (g1, g2, a, u) as a Hugging Face "
                           "model ('paper' = the original MQAG model); repeat per stage; the others are prompts on the "
                           "LLM, and with all four the qa_* methods run with no LLM.")
+MethodOptionOpt = typer.Option(None, "--method-option", help="METHOD.KEY=VALUE: one setting of one method (VALUE "
+                                "read as JSON, else as text), e.g. judge_panel.combine=majority, "
+                                "'judge_panel.judges=[\"verdict\",\"likert\"]', p_true.samples=5; repeatable.")
 DataOpt = typer.Option(None, "--data", help="Data folder holding wikibio/ (default: $HALLUSCOPE_DATA or ../shared/data).")
 
 
@@ -117,7 +120,8 @@ def _shade(score: float, bounded: bool) -> str:
 def show_results(results, primary: str | None = None) -> None:
     """A compact coloured view: each sentence shaded by its score (green = consistent, red = likely hallucinated)."""
     infos = results.settings.get("methods", {})
-    primary = primary or next((m for m in ("learned", "combination") if m in results.methods), results.methods[0])
+    scored = {m for it in results.items for m in it.sentence_scores}  # response-level methods have no sentences
+    primary = primary or next((m for m in ("learned", "combination", *results.methods) if m in scored), None)
     bounded = bool(infos.get(primary, {}).get("bounded", True))
     for it in results.items:
         head = Text(f"{it.id}", style="bold")
@@ -125,6 +129,9 @@ def show_results(results, primary: str | None = None) -> None:
         console.print(head)
         body = Text()
         for i, s in enumerate(it.sentences):
+            if primary is None:  # only response-level methods: the sentences unshaded
+                body.append(s + " ")
+                continue
             sc = it.sentence_scores[primary][i]
             body.append(s, style=_shade(sc, bounded))
             body.append(f" [{sc:.2f}]", style="dim")
@@ -135,8 +142,9 @@ def show_results(results, primary: str | None = None) -> None:
         if it.claims is not None:
             _show_claims(it, primary, infos)
         console.print()
-    console.print(f"[dim]shading: {primary} ({'bounded [0,1]' if bounded else 'z-score, logistic'}); "
-                  f"{len(results.items)} records scored in {results.settings.get('seconds', 0):.1f}s[/]")
+    shading = (f"shading: {primary} ({'bounded [0,1]' if bounded else 'z-score, logistic'})" if primary else
+               "response-level methods only: passage scores")
+    console.print(f"[dim]{shading}; {len(results.items)} records scored in {results.settings.get('seconds', 0):.1f}s[/]")
 
 
 def _show_claims(it, primary: str, infos: dict) -> None:
@@ -190,6 +198,28 @@ def _exit_for_skipped(res, output: Optional[Path]) -> None:
         raise typer.Exit(1)
     if res.errors:
         raise typer.Exit(3)
+
+
+def _method_options(specs: Optional[list[str]]) -> dict[str, dict]:
+    """``--method-option`` values as ``Detector(method_options=...)``: {method: {key: value}}, VALUE parsed as JSON
+    where it is JSON (numbers, true/false, lists, objects), else kept as text; a malformed one or an unknown method is
+    an error naming it."""
+    from ..engine.registry import specs as registry
+
+    out: dict[str, dict] = {}
+    for spec in specs or []:
+        name, eq, value = spec.partition("=")
+        method, dot, key = name.strip().partition(".")
+        if not (eq and dot and method and key.strip()):
+            raise ValueError(f"--method-option {spec!r}: expected METHOD.KEY=VALUE, e.g. judge_panel.combine=majority")
+        if method not in registry():
+            raise ValueError(f"--method-option {spec!r}: no method {method!r} (see `halluscope methods`)")
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError:
+            parsed = value
+        out.setdefault(method, {})[key.strip()] = parsed
+    return out
 
 
 def _qa_stages(specs: Optional[list[str]]) -> dict[str, str]:

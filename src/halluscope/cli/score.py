@@ -1,4 +1,4 @@
-"""Scoring commands: score, check, evaluate, calibrate, methods, report."""
+"""Scoring commands: score, check, evaluate, methods, report."""
 
 from __future__ import annotations
 
@@ -42,6 +42,8 @@ from .common import (
     _table,
     _sampler,
     _parse_range,
+    _method_options,
+    MethodOptionOpt,
 )
 
 
@@ -75,23 +77,36 @@ def score(
     gpus: Optional[float] = typer.Option(None, "--gpus-per-actor", help="With --engine ray: GPUs each actor holds "
                                          "(e.g. 0.5: two actors per GPU; 0: CPUs only; default: 1 where the cluster "
                                          "has GPUs, else 0)."),
+    method_option: Optional[list[str]] = MethodOptionOpt,
+    model: Optional[str] = ModelOpt,
+    base_url: Optional[str] = BaseUrlOpt,
+    backend: str = BackendOpt,
+    chat: bool = ChatOpt,
+    api_key_env: str = ApiKeyEnvOpt,
+    cache: Optional[Path] = CacheOpt,
 ):
-    """Score every sentence of each record's response against its samples, and each passage as a whole."""
+    """Score every sentence of each record's response against its samples, and each passage as a whole. Methods that
+    ask an LLM (p_true, verbalized, the judges, prompt, ...) use --model / --base-url (default: the packaged local
+    model)."""
     from ..io import write_results
 
+    opts = _method_options(method_option)
     if engine != "local":
-        if claims:
-            raise ValueError("--claims runs with --engine local (the Ray output holds sentences and answers only)")
+        if claims or model or base_url:
+            raise ValueError("--claims and LLM methods (--model, --base-url) run with --engine local (the Ray "
+                             "output holds sentences and answers only; its actors load no LLM)")
         stages = _qa_stages(qa_stage)
         return _score_on_ray(engine, path, output, resume, address, (actors, gpus), as_json, dict(
             methods=methods, encoder=encoder, layer=layer, precision=precision, sentence_split=split, nli=nli,
             nli_evidence=nli_evidence if nli_evidence == "sample" else int(nli_evidence),
             nli_precision=nli_precision, bertscore_baseline=str(baseline) if baseline else None, combine=combine,
-            **({"qa_stages": stages} if stages else {})))
+            **({"qa_stages": stages} if stages else {}), **({"method_options": opts} if opts else {})))
     recs, errors = _read_records_or_exit(path or example_path())
     det = _detector(methods, encoder, layer, nli, str(baseline) if baseline else None, combine, precision, split,
                     nli_evidence=nli_evidence, nli_precision=nli_precision, claims=claims)
-    det.qa_stages = _qa_stages(qa_stage)
+    det.qa_stages, det.method_options = _qa_stages(qa_stage), opts or None
+    if model or base_url or _needs_llm(det.methods) or claims == "llm":
+        det.llm = _sampler(model, base_url, backend, chat, api_key_env, cache)
     stream = output if output is not None and output.suffix.lower() == ".jsonl" else None
     res = det.score(recs, output=stream, resume=resume, progress=True)
     res.errors = errors + res.errors
@@ -132,6 +147,7 @@ def check(
     cache: Optional[Path] = CacheOpt,
     top_logprobs: int = typer.Option(5, "--top-logprobs", help="Top-k log-probs of the main response (grey-box)."),
     qa_stage: Optional[list[str]] = QaStageOpt,
+    method_option: Optional[list[str]] = MethodOptionOpt,
     as_json: bool = typer.Option(False, "--json"),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the results (.json/.jsonl/.csv)."),
 ):
@@ -141,6 +157,7 @@ def check(
     from ..llm import DEFAULT_TEMPLATE_COMPLETIONS
     from ..llm.sampler import records_from_draws, usage_summary
 
+    opts = _method_options(method_option)
     items = list(prompts or []) + (read_prompts(file) if file else [])
     if not items:
         raise ValueError("give prompts as arguments or with --file")
@@ -155,7 +172,7 @@ def check(
     for e in problems:
         err.print(f"[yellow]skipped[/] {e}")
     det = _detector(methods, None, None, None)
-    det.llm, det.qa_stages = sampler, _qa_stages(qa_stage)
+    det.llm, det.qa_stages, det.method_options = sampler, _qa_stages(qa_stage), opts or None
     res = det.score(records, progress=True)
     res.settings["llm"] = {"backend": sampler.backend.cache_id(), "samples": n, "temperature": temperature,
                            "seed": seed, **usage_summary(records, res)}
@@ -284,60 +301,6 @@ def report(
     err.print(f"report: {path} ({path.stat().st_size / 1e6:.1f} MB)")
 
 
-@app.command("calibrate")
-@fails
-def calibrate_cmd(
-    data: Optional[Path] = DataOpt,
-    wikibio: Optional[Path] = typer.Option(None, "--wikibio", help="Results of `reproduce wikibio -o` holding the "
-                                           "default methods (passages 0-118 are used); default: score them now."),
-    graded: Optional[Path] = typer.Option(None, "--graded", help="Results of the SAC3 NQ-Open records scored with "
-                                          "the default methods; default: score them now."),
-    out: Path = typer.Option(..., "--out", "-o", help="The calibration file to write (the packaged one is "
-                             "src/halluscope/data/calibration.json in a checkout)."),
-    from_db: Optional[str] = typer.Option(None, "--from-db", help="Refit from the reviews in a `halluscope serve` "
-                                          "database (a SQLite path or URL) instead; reports before/after by CV."),
-    base: Optional[Path] = typer.Option(None, "--base", help="With --from-db: the calibration refitted (default: "
-                                        "the packaged one)."),
-    graded_out: Optional[Path] = typer.Option(None, "--graded-out", help="With --from-db: also write the answers "
-                                              "reviewed as a whole as graded JSONL, for `ensemble tune`."),
-    ensemble_components: Optional[str] = typer.Option(None, "--ensemble-components", help="With --from-db: the "
-                                                      "ensemble's components (default: the base file's, else "
-                                                      "exact_match,non_contradiction,semantic_negentropy,bertscore,"
-                                                      "cosine)."),
-):
-    """Fit the default probability: z statistics and sentence Platt scaling on WikiBio passages 0-118, answer Platt
-    scaling on SAC3 NQ-Open's graded answers; or, with --from-db, refit the Platt scalings from reviewers' marks and,
-    with 20 or more answers reviewed as a whole, tune the response ensemble's weights on them (written into the same
-    file; a server started with --calibration on it picks both up while serving)."""
-    from .. import calibration
-
-    if from_db:
-        comps = [c.strip() for c in ensemble_components.split(",") if c.strip()] if ensemble_components else None
-        content, rep = calibration.refit_from_reviews(from_db, base, ensemble_components=comps)
-        for line in calibration.describe_refit(rep):
-            console.print(line, highlight=False)
-        print(json.dumps(rep))
-        if graded_out:
-            _write_graded(from_db, graded_out)
-    else:
-        content = calibration.calibrate(data, wikibio, graded, progress=True)
-    calibration.save(content, out)
-    p = content["probability"]
-    console.print(f"sentences: p = sigmoid({p['sentence']['a']:.3f} z {p['sentence']['b']:+.3f}); answers: p = "
-                  f"sigmoid({p['response']['a']:.3f} z {p['response']['b']:+.3f})")
-    err.print(f"written to {out}")
-
-
-def _write_graded(db: str, out: Path) -> None:
-    from ..serve.db import make_engine
-    from ..serve.store import graded_answers
-
-    rows = graded_answers(make_engine(db))
-    out.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    err.print(f"{len(rows)} graded answers written to {out} (tune the ensemble: halluscope ensemble tune {out} -o "
-              "ensemble.json)")
-
-
 @app.command("methods")
 @fails
 def list_methods(as_json: bool = typer.Option(False, "--json", help="Print the registry as JSON.")):
@@ -383,6 +346,14 @@ def _score_on_ray(engine, path, output, resume, address, pool, as_json, options)
     if run.shards_failed:
         raise ValueError(f"{len(run.shards_failed)} shards could not be read (see {output}/errors/): run again to "
                          "retry them")
+
+
+def _needs_llm(methods) -> bool:
+    """Whether a method of the run asks an LLM (its registry entry needs 'llm')."""
+    from ..engine.registry import specs
+
+    reg = specs()
+    return any("llm" in reg[m].needs for m in methods if m in reg)
 
 
 def _show_usage(s: dict, cache_path) -> None:
