@@ -28,7 +28,7 @@ import numpy as np
 
 from ..evaluation.metrics import COLUMNS
 from ..types import Results
-from .plots import pyplot
+from .plots import pyplot, save
 
 COLUMN_NAMES = {"nonfact": "NonFact", "nonfact_star": "NonFact*", "factual": "Factual", "pearson": "PCC",
                 "spearman": "SCC", "prr": "PRR"}
@@ -60,9 +60,7 @@ def _pr_curves(res: Results, methods: list[str], buf) -> None:
         ax.axhline(base, ls=":", c="grey", lw=0.8, label=f"random ({100 * base:.1f})")
     ax.set(xlabel="recall", ylabel="precision", title="NonFact precision-recall (Figure 5)", ylim=(0, 1.02))
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
+    save(fig, buf)
 
 
 def _passage_scatter(res: Results, methods: list[str], buf) -> None:
@@ -85,9 +83,7 @@ def _passage_scatter(res: Results, methods: list[str], buf) -> None:
     for ax in list(axes.flat)[k:]:
         ax.axis("off")
     fig.suptitle("Passage score against human score (Figure 6)", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
+    save(fig, buf)
 
 
 def _shades_and_ranks(res: Results, methods: list[str], infos: dict):

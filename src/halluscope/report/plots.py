@@ -19,6 +19,18 @@ def pyplot():
     return plt
 
 
+def save(fig, path):
+    """Lay out, write as PNG and close ``fig``: ``path`` a file path (its folder made) or a file-like object (an
+    in-memory PNG for the HTML report); returns ``path``."""
+    fig.tight_layout()
+    if isinstance(path, (str, Path)):
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png")
+    pyplot().close(fig)
+    return path
+
+
 def plot_samples(out: dict[str, dict[int, dict[str, float]]], path, metric: str = "spearman"):
     """Figure 7: ``metric`` (default passage Spearman) of each method against the number of samples."""
     plt = pyplot()
@@ -31,13 +43,7 @@ def plot_samples(out: dict[str, dict[int, dict[str, float]]], path, metric: str 
     ax.set_ylabel({"spearman": "passage Spearman (%)", "nonfact_star": "NonFact* AUC-PR (%)"}.get(metric, metric))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    if isinstance(path, (str, Path)):  # else a file-like object (an in-memory PNG for the HTML report)
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png")
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def plot_reliability(cal: dict, path, title: str = "reliability"):
@@ -58,13 +64,7 @@ def plot_reliability(cal: dict, path, title: str = "reliability"):
     axn.set_xlabel("predicted probability of hallucination")
     axn.set_ylabel("count")
     axn.set_xlim(0, 1)
-    fig.tight_layout()
-    if isinstance(path, (str, Path)):
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png")
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def plot_risk_coverage(curves: dict[str, tuple], path, title: str = "risk-coverage", base_rate: float | None = None):
@@ -82,13 +82,7 @@ def plot_risk_coverage(curves: dict[str, tuple], path, title: str = "risk-covera
     ax.set(xlabel="coverage (share of answers kept)", ylabel="risk (share incorrect among kept)", xlim=(0, 1),
            ylim=(-0.02, 1.02), title=title)
     ax.legend(fontsize=7, title="AURC", title_fontsize=7)
-    fig.tight_layout()
-    if isinstance(path, (str, Path)):
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png")
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def plot_roc(curves: dict[str, list[float]], halluc, path, title: str = ""):
@@ -108,10 +102,7 @@ def plot_roc(curves: dict[str, list[float]], halluc, path, title: str = ""):
     ax.plot([0, 1], [0, 1], ls=":", c="grey", lw=0.8)
     ax.set(xlabel="false positive rate", ylabel="true positive rate", title=title or "ROC (positive = hallucination)")
     ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, format="png")  # a path or a file-like object
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def plot_accuracy_at_tau(curves: dict[str, list[float]], halluc, path, title: str = ""):
@@ -125,7 +116,4 @@ def plot_accuracy_at_tau(curves: dict[str, list[float]], halluc, path, title: st
     ax.set(xlabel="confidence threshold tau", ylabel="accuracy of answers with confidence >= tau", ylim=(-0.02, 1.02),
            title=title or "Accuracy at tau")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, format="png")  # a path or a file-like object
-    plt.close(fig)
-    return path
+    return save(fig, path)
