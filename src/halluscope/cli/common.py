@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 import json
+import os
+import sys
 import math
 from importlib import resources
 from pathlib import Path
@@ -35,7 +37,9 @@ reproduce_app = typer.Typer(help="The SelfCheckGPT paper's experiments on WikiBi
 app.add_typer(reproduce_app, name="reproduce")
 
 
-console = Console()
+# off a terminal (a pipe, a file, a CI log) rich would fold tables to 80 columns, cutting every figure to "0.7…":
+# 160 columns there, unless COLUMNS says otherwise
+console = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160)
 
 
 err = Console(stderr=True)

@@ -19,6 +19,13 @@ def pyplot():
     return plt
 
 
+def wrap(title: str, width: int = 48) -> str:
+    """A figure title folded into lines of at most ``width`` characters, so a long one is not cut at the edges."""
+    import textwrap
+
+    return "\n".join(textwrap.fill(line, width) for line in title.split("\n"))
+
+
 def save(fig, path):
     """Lay out, write as PNG and close ``fig``: ``path`` a file path (its folder made) or a file-like object (an
     in-memory PNG for the HTML report); returns ``path``."""
@@ -56,7 +63,7 @@ def plot_reliability(cal: dict, path, title: str = "reliability"):
     ax.plot([0, 1], [0, 1], color="#999", lw=1, ls="--", label="perfect calibration")
     ax.plot([p["mean_p"] for p in pts], [p["positive_rate"] for p in pts], marker="o", label="observed")
     ax.set_ylabel("share hallucinated")
-    ax.set_title(f"{title}\nECE {cal['ece']:.3f}, Brier {cal['brier']:.3f}, n = {cal['n']}", fontsize=10)
+    ax.set_title(f"{wrap(title)}\nECE {cal['ece']:.3f}, Brier {cal['brier']:.3f}, n = {cal['n']}", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     width = 1.0 / cal["bins"]
@@ -80,7 +87,7 @@ def plot_risk_coverage(curves: dict[str, tuple], path, title: str = "risk-covera
     if base_rate is not None:
         ax.axhline(base_rate, ls=":", c="grey", lw=0.8, label=f"random ({base_rate:.3f})")
     ax.set(xlabel="coverage (share of answers kept)", ylabel="risk (share incorrect among kept)", xlim=(0, 1),
-           ylim=(-0.02, 1.02), title=title)
+           ylim=(-0.02, 1.02), title=wrap(title))
     ax.legend(fontsize=7, title="AURC", title_fontsize=7)
     return save(fig, path)
 
@@ -100,7 +107,8 @@ def plot_roc(curves: dict[str, list[float]], halluc, path, title: str = ""):
         fpr, tpr, _ = roc_curve(h[ok], 1 - c[ok])
         ax.plot(fpr, tpr, label=f"{name} ({roc_auc_score(h[ok], 1 - c[ok]):.3f})")
     ax.plot([0, 1], [0, 1], ls=":", c="grey", lw=0.8)
-    ax.set(xlabel="false positive rate", ylabel="true positive rate", title=title or "ROC (positive = hallucination)")
+    ax.set(xlabel="false positive rate", ylabel="true positive rate",
+           title=wrap(title or "ROC (positive = hallucination)"))
     ax.legend(fontsize=7, loc="lower right")
     return save(fig, path)
 
@@ -114,6 +122,6 @@ def plot_accuracy_at_tau(curves: dict[str, list[float]], halluc, path, title: st
     for name, c in curves.items():
         ax.plot(TAUS, accuracy_at_tau(c, halluc), marker="o", ms=3, label=name)
     ax.set(xlabel="confidence threshold tau", ylabel="accuracy of answers with confidence >= tau", ylim=(-0.02, 1.02),
-           title=title or "Accuracy at tau")
+           title=wrap(title or "Accuracy at tau"))
     ax.legend(fontsize=7)
     return save(fig, path)
