@@ -162,8 +162,12 @@ def test_score_cli_with_claims_prints_and_writes_claims(tmp_path):
     assert "claims: ngram1_max_rel=" in r.output
     items = json.loads(out.read_text())["items"]
     assert all(it["claims"] and len(it["claim_scores"]["entity"]) == len(it["claims"]) for it in items)
-    bad = CliRunner().invoke(app, ["score", "--claims", "llm", "-m", "ngram1_max_rel"])
-    assert bad.exit_code == 2 and "needs an LLM" in bad.output
+    bad = CliRunner().invoke(app, ["score", "--claims", "nonsense", "-m", "ngram1_max_rel"])
+    assert bad.exit_code == 2 and "claims must be one of ('rule', 'llm')" in bad.output
+    # the library without an LLM: the LLM splitter says what it needs (the CLI gives it the packaged model)
+    with pytest.raises(ValueError, match="needs an LLM"):
+        Detector(methods=["ngram1_max_rel"], claims="llm").score([{"id": "a", "response": "He was born in 1820.",
+                                                                   "samples": ["He was born in 1820."]}])
 
 
 def test_html_report_carries_each_sentences_claims_with_scores_and_evidence(tmp_path):

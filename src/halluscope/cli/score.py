@@ -67,7 +67,8 @@ def score(
     combine: Optional[str] = typer.Option(None, "--combine", help="Methods averaged by 'combination'."),
     qa_stage: Optional[list[str]] = QaStageOpt,
     claims: Optional[str] = typer.Option(None, "--claims", help="Also split each sentence into atomic claims and "
-                                         "score them: 'rule' (offline parse) or 'llm' (needs an LLM)."),
+                                         "score them: 'rule' (offline parse) or 'llm' (a prompt on --model / "
+                                         "--base-url, default the packaged model)."),
     engine: str = typer.Option("local", "--engine", help="'local' (this process) or 'ray': a Ray cluster scores "
                                "PATH (a file, folder or glob of shards) into Parquet parts under -o OUT/."),
     address: Optional[str] = typer.Option(None, "--address", help="With --engine ray: 'auto' or ray://HOST:PORT "
