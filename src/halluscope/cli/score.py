@@ -89,25 +89,31 @@ def score(
     """Score every sentence of each record's response against its samples, and each passage as a whole. Methods that
     ask an LLM (p_true, verbalized, the judges, prompt, ...) use --model / --base-url (default: the packaged local
     model)."""
-    from ..io import write_results
-
-    opts = _method_options(method_option)
+    options = {k: v for k, v in dict(
+        methods=methods, encoder=encoder, layer=layer, precision=precision, sentence_split=split, nli=nli,
+        nli_evidence=nli_evidence if nli_evidence == "sample" else int(nli_evidence), nli_precision=nli_precision,
+        bertscore_baseline=str(baseline) if baseline else None, combine=combine, qa_stages=_qa_stages(qa_stage),
+        method_options=_method_options(method_option)).items() if v or k not in ("qa_stages", "method_options")}
     if engine != "local":
         if claims or model or base_url:
             raise ValueError("--claims and LLM methods (--model, --base-url) run with --engine local (the Ray "
                              "output holds sentences and answers only; its actors load no LLM)")
-        stages = _qa_stages(qa_stage)
-        return _score_on_ray(engine, path, output, resume, address, (actors, gpus), as_json, dict(
-            methods=methods, encoder=encoder, layer=layer, precision=precision, sentence_split=split, nli=nli,
-            nli_evidence=nli_evidence if nli_evidence == "sample" else int(nli_evidence),
-            nli_precision=nli_precision, bertscore_baseline=str(baseline) if baseline else None, combine=combine,
-            **({"qa_stages": stages} if stages else {}), **({"method_options": opts} if opts else {})))
+        return _score_on_ray(engine, path, output, resume, address, (actors, gpus), as_json, options)
+    _score_local(path, output, resume, as_json, {**options, "claims": claims},
+                 (model, base_url, backend, chat, api_key_env, cache))
+
+
+def _score_local(path, output, resume, as_json, options: dict, llm: tuple) -> None:
+    """``score`` in this process: a Detector of ``options``, with the LLM of ``llm`` (model, base URL, backend, chat,
+    key variable, cache) when asked for or when a method or the claim splitter needs one; streamed to a .jsonl
+    output, else written at the end."""
+    from ..io import write_results
+    from ..pipeline import Detector
+
     recs, errors = _read_records_or_exit(path or example_path())
-    det = _detector(methods, encoder, layer, nli, str(baseline) if baseline else None, combine, precision, split,
-                    nli_evidence=nli_evidence, nli_precision=nli_precision, claims=claims)
-    det.qa_stages, det.method_options = _qa_stages(qa_stage), opts or None
-    if model or base_url or _needs_llm(det.methods) or claims == "llm":
-        det.llm = _sampler(model, base_url, backend, chat, api_key_env, cache)
+    det = Detector(**options)
+    if llm[0] or llm[1] or _needs_llm(det.methods) or options.get("claims") == "llm":
+        det.llm = _sampler(*llm)
     stream = output if output is not None and output.suffix.lower() == ".jsonl" else None
     res = det.score(recs, output=stream, resume=resume, progress=True)
     res.errors = errors + res.errors
@@ -155,23 +161,16 @@ def check(
     """Answer each prompt with an LLM (main response at temperature 0, N samples at --temperature) and score every
     sentence of the answer. Runs with no network and no key on the packaged local model."""
     from ..io import read_prompts, write_results
-    from ..llm import DEFAULT_TEMPLATE_COMPLETIONS
-    from ..llm.sampler import records_from_draws, usage_summary
+    from ..llm.sampler import usage_summary
 
     opts = _method_options(method_option)
     items = list(prompts or []) + (read_prompts(file) if file else [])
     if not items:
         raise ValueError("give prompts as arguments or with --file")
     sampler = _sampler(model, base_url, backend, chat, api_key_env, cache, concurrency, rpm, tpm)
-    tmpl = template or ("{prompt}" if chat else DEFAULT_TEMPLATE_COMPLETIONS)
-    bar = _bar("sampling", len(items) * (n + 1))
-    draws = sampler.draw([tmpl.replace("{prompt}", p) for p in items], n=n, temperature=temperature,
-                         max_tokens=max_tokens, seed=seed, top_logprobs=top_logprobs,
-                         stop=() if chat else ("\nQuestion:", "\n\n"), progress=bar)
-    bar(None)
-    records, problems = records_from_draws(items, draws, sampler.backend.cache_id())
-    for e in problems:
-        err.print(f"[yellow]skipped[/] {e}")
+    records, problems = _draw(sampler, items, template, chat, dict(n=n, temperature=temperature,
+                                                                   max_tokens=max_tokens, seed=seed,
+                                                                   top_logprobs=top_logprobs))
     det = _detector(methods, None, None, None)
     det.llm, det.qa_stages, det.method_options = sampler, _qa_stages(qa_stage), opts or None
     res = det.score(records, progress=True)
@@ -347,6 +346,23 @@ def _score_on_ray(engine, path, output, resume, address, pool, as_json, options)
     if run.shards_failed:
         raise ValueError(f"{len(run.shards_failed)} shards could not be read (see {output}/errors/): run again to "
                          "retry them")
+
+
+def _draw(sampler, items: list[str], template, chat: bool, settings: dict):
+    """``check``'s draws: each prompt's main response and samples (``settings``: n, temperature, max_tokens, seed,
+    top_logprobs) as records, with a progress bar; the prompts whose draws cannot be scored are reported."""
+    from ..llm import DEFAULT_TEMPLATE_COMPLETIONS
+    from ..llm.sampler import records_from_draws
+
+    tmpl = template or ("{prompt}" if chat else DEFAULT_TEMPLATE_COMPLETIONS)
+    bar = _bar("sampling", len(items) * (settings["n"] + 1))
+    draws = sampler.draw([tmpl.replace("{prompt}", p) for p in items], **settings,
+                         stop=() if chat else ("\nQuestion:", "\n\n"), progress=bar)
+    bar(None)
+    records, problems = records_from_draws(items, draws, sampler.backend.cache_id())
+    for e in problems:
+        err.print(f"[yellow]skipped[/] {e}")
+    return records, problems
 
 
 def _needs_llm(methods) -> bool:
