@@ -245,3 +245,16 @@ def test_score_command_runs_llm_methods_with_method_options(sampler, answers, se
     for bad, why in (("judge_panel.combine", "expected METHOD.KEY=VALUE"), ("nosuch.x=1", "no method 'nosuch'")):
         r = CliRunner().invoke(app, ["score", str(recs), "-m", "judge_panel", *llm, "--method-option", bad])
         assert r.exit_code == 2 and why in r.output, r.output
+
+
+def test_verdict_judge_is_the_003_judge_as_an_engine_method(sampler, answers):
+    """`verdict_judge` gives 1 - the 003 judge's verdict read directly through the same server (NaN where the reply
+    never parses, counted in the settings), beside another method in one run."""
+    direct = LLMJudge(sampler, retries=1).judge([(it.question, it.response) for it in answers[:3]])
+    res = Detector(methods=["verdict_judge", "exact_match"], llm=sampler,
+                   method_options={"verdict_judge": {"retries": 1}}).score(_records(answers[:3]))
+    for it, v in zip(res.items, direct):
+        assert it.passage_scores["verdict_judge"] == pytest.approx(1 - v.confidence, nan_ok=True)
+        assert it.passage_scores["verdict_judge"] in (0.0, 0.5, 1.0) or math.isnan(it.passage_scores["verdict_judge"])
+    missing = sum(math.isnan(v.confidence) for v in direct)
+    assert f"{missing} of 3 missing" in res.settings["methods"]["verdict_judge"]["description"]

@@ -298,8 +298,8 @@ ComponentsOpt = typer.Option(",".join(("exact_match", "non_contradiction", "sema
                                        "cosine")), "--components", help="Components, comma-separated: exact_match, "
                              "non_contradiction, semantic_negentropy, bertscore, cosine, selfcheck_nli, num_sets, eigv, "
                              "degree, eccentricity, kle, or any bounded method of `halluscope methods` (luq, nli, ...; "
-                             "an LLM method such as p_true, verbalized or likert_judge needs an LLM backend); judges "
-                             "(self_judge, external_judge) come with their options.")
+                             "an LLM method such as p_true, verbalized, verdict_judge or likert_judge needs an LLM "
+                             "backend); judges (self_judge, external_judge) come with their options.")
 
 
 ExtJudgeOpt = typer.Option(None, "--external-judge", help="An external LLM judge (003 §3.3): 'local' (the packaged "
