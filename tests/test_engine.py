@@ -134,3 +134,19 @@ def test_no_function_over_60_lines_and_the_cli_stays_thin():
     assert not long, long
     for path in (SRC / "cli").glob("*.py"):
         assert len(path.read_text().splitlines()) <= 400, path
+
+
+def test_calibration_without_its_components_names_the_record_and_the_missing_methods():
+    """Recomputing the probability of results that lack a component (e.g. `evaluate --calibration -m probability`)
+    is a clear error naming the record and the methods, not a KeyError traceback."""
+    from halluscope import calibration
+    from halluscope.types import ItemResult
+
+    cal = calibration.load()
+    it = ItemResult(id="r7", sentences=["He was born in 1820."], sentence_scores={"bertscore": [0.3]})
+    with pytest.raises(ValueError, match=r"record r7: no .*ngram1_max_rel.*entity scores"):
+        calibration.apply([it], cal)
+    it.sentence_scores.update({m: [0.5] for m in cal.components})
+    calibration.apply([it], cal)
+    assert 0 <= it.passage_scores["probability"] <= 1
+    assert it.flags["sentences"] == [it.sentence_scores["probability"][0] >= 0.5]

@@ -66,6 +66,10 @@ def info(cal: Calibrated) -> MethodInfo:
 def apply(items: list[ItemResult], cal: Calibrated) -> None:
     """Add ``probability`` (sentence and answer) and the flags to every item, in place."""
     for it in items:
+        missing = [m for m in cal.components if m not in it.sentence_scores]
+        if missing:
+            raise ValueError(f"record {it.id}: no {', '.join(missing)} scores, which the calibrated probability is "
+                             f"computed from ({', '.join(cal.components)}): score them, or keep them in --methods")
         X = np.column_stack([np.asarray(it.sentence_scores[m], float) for m in cal.components])
         p = cal.sentence_proba(X)
         it.sentence_scores[NAME] = [float(x) for x in p]
