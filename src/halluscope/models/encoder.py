@@ -151,6 +151,10 @@ class Encoder:
             out.append(v[0][layer])
         return out
 
+    def clear_cache(self) -> None:
+        """Forget every text's embeddings (the NLI models have the same method)."""
+        self._cache.clear()
+
     def sentence_embeddings(self, texts: list[str]) -> np.ndarray:
         """Unit-length mean-pooled last-layer embeddings, one row per text."""
         self._encode(texts)

@@ -29,14 +29,9 @@ def to_parquet(df) -> bytes:
 
 
 def forget_caches(models) -> None:
-    """Empty the content-keyed caches of loaded models: the NLI pairs (``clear_cache``) and the encoder's texts
-    (the Encoder has no public method for it: its cache dict is emptied)."""
+    """Empty the content-keyed caches of loaded models (the encoder's texts, the NLI pairs): ``clear_cache``."""
     for model in models:
-        clear = getattr(model, "clear_cache", None)
-        if clear is not None:
-            clear()
-        elif isinstance(getattr(model, "_cache", None), dict):
-            model._cache.clear()
+        getattr(model, "clear_cache", lambda: None)()
 
 
 class ScoreActor:
