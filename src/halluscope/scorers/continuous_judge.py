@@ -16,7 +16,7 @@ counted, never 0.
 
 from __future__ import annotations
 
-from .judging import JudgeMethod, LLMJudge, method_options, parse_scale, question_answer
+from .judging import LLMJudge, parse_scale, register_judge
 
 
 def continuous_template(scale: float = 100) -> str:
@@ -37,22 +37,9 @@ def continuous_judge(sampler, scale: float = 100, template: str | None = None, r
                     parse=lambda text: parse_scale(text, scale))
 
 
-def _build(names, art):
-    opts = method_options(art, "continuous_judge")
-    judge = continuous_judge(art.llm("continuous_judge"), **opts)
-    scale = opts.get("scale", 100)
-    return JudgeMethod("continuous_judge", lambda items: judge.judge(question_answer(items)),
-                       f"1 - s/{scale:g}, s = the judge's score on 0-{scale:g}; {judge.sampler.backend.cache_id()}")
-
-
-def _register() -> None:
-    from ..engine.registry import MethodSpec, register
-
-    register(MethodSpec("continuous_judge", level="response", needs=("llm",), bounded=True, aggregate=None,
-                        source="uqlm LLMJudge 'continuous' template (Bouchard & Chauhan 2025)",
-                        formula="1 - s/S, s = the LLM judge's probability that the answer is correct on 0-S "
-                                "(S = 100, or 1 by option); NaN when unparseable"),
-             build=_build)
-
-
-_register()
+register_judge("continuous_judge", continuous_judge,
+               lambda judge, opts: f"1 - s/{opts.get('scale', 100):g}, s = the judge's score on "
+                                   f"0-{opts.get('scale', 100):g}; {judge.id}",
+               source="uqlm LLMJudge 'continuous' template (Bouchard & Chauhan 2025)",
+               formula="1 - s/S, s = the LLM judge's probability that the answer is correct on 0-S (S = 100, or 1 "
+                       "by option); NaN when unparseable")

@@ -217,6 +217,20 @@ def method_options(art, name: str) -> dict:
     return dict((art.option("method_options") or {}).get(name) or {})
 
 
+def register_judge(name: str, make: Callable, describe: Callable, source: str, formula: str) -> None:
+    """Register a response-level judge method of the engine on the run's LLM: ``make(llm, **method_options)``
+    builds the judge (``judge(pairs) -> [Verdict]``), ``describe(judge, options)`` the run's description of it."""
+    from ..engine.registry import MethodSpec, register
+
+    def build(names, art):
+        opts = method_options(art, name)
+        judge = make(art.llm(name), **opts)
+        return JudgeMethod(name, lambda items: judge.judge(question_answer(items)), describe(judge, opts))
+
+    register(MethodSpec(name, level="response", needs=("llm",), bounded=True, aggregate=None, source=source,
+                        formula=formula), build=build)
+
+
 class JudgeMethod:
     """A response-level method of the engine over a judge: ``ask(items)`` gives one :class:`Verdict` per prepared
     item; the hallucination score is 1 - confidence, NaN where the verdict is missing (never 0). The count of

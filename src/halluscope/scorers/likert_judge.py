@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from .judging import JudgeMethod, LLMJudge, method_options, parse_scale, question_answer
+from .judging import LLMJudge, parse_scale, register_judge
 
 LIKERT_TEMPLATE = (
     "Score the correctness of the proposed answer to the question from 1 to 5: 1 completely incorrect, 2 mostly "
@@ -46,20 +46,8 @@ def likert_judge(sampler, template: str = LIKERT_TEMPLATE, retries: int = 2, max
     return LLMJudge(sampler, template, retries=retries, max_tokens=max_tokens, parse=parse_likert)
 
 
-def _build(names, art):
-    judge = likert_judge(art.llm("likert_judge"), **method_options(art, "likert_judge"))
-    return JudgeMethod("likert_judge", lambda items: judge.judge(question_answer(items)),
-                       f"1 - (k - 1)/4, k = the judge's 1-5 score; {judge.sampler.backend.cache_id()}")
-
-
-def _register() -> None:
-    from ..engine.registry import MethodSpec, register
-
-    register(MethodSpec("likert_judge", level="response", needs=("llm",), bounded=True, aggregate=None,
-                        source="uqlm LLMJudge 'likert' template (Bouchard & Chauhan 2025)",
-                        formula="1 - (k - 1)/4, k = the LLM judge's correctness score on a 1-5 Likert scale; NaN "
-                                "when unparseable"),
-             build=_build)
-
-
-_register()
+register_judge("likert_judge", likert_judge,
+               lambda judge, opts: f"1 - (k - 1)/4, k = the judge's 1-5 score; {judge.id}",
+               source="uqlm LLMJudge 'likert' template (Bouchard & Chauhan 2025)",
+               formula="1 - (k - 1)/4, k = the LLM judge's correctness score on a 1-5 Likert scale; NaN when "
+                       "unparseable")

@@ -18,7 +18,7 @@ NaN, counted in the run's settings, never 0. Greedy decoding, a few tokens, thro
 
 from __future__ import annotations
 
-from .judging import JudgeMethod, LLMJudge, method_options, parse_scale, question_answer
+from .judging import LLMJudge, parse_scale, register_judge
 
 VERBALIZED_TEMPLATE = (
     "Answer the question, then state your confidence, from 0 to 100, that your answer is correct.\n\n"
@@ -38,20 +38,8 @@ def verbalized_judge(sampler, template: str = VERBALIZED_TEMPLATE, retries: int 
     return LLMJudge(sampler, template, retries=retries, max_tokens=max_tokens, parse=parse_confidence)
 
 
-def _build(names, art):
-    judge = verbalized_judge(art.llm("verbalized"), **method_options(art, "verbalized"))
-    return JudgeMethod("verbalized", lambda items: judge.judge(question_answer(items)),
-                       f"1 - stated confidence (0-100) / 100; {judge.sampler.backend.cache_id()}")
-
-
-def _register() -> None:
-    from ..engine.registry import MethodSpec, register
-
-    register(MethodSpec("verbalized", level="response", needs=("llm",), bounded=True, aggregate=None,
-                        source="verbalized confidence: Lin et al. 2022; Tian et al. 2023; Xiong et al. 2024",
-                        formula="1 - c/100, c = the LLM's stated confidence (0-100) that the answer is correct; "
-                                "NaN when the reply has no number"),
-             build=_build)
-
-
-_register()
+register_judge("verbalized", verbalized_judge,
+               lambda judge, opts: f"1 - stated confidence (0-100) / 100; {judge.id}",
+               source="verbalized confidence: Lin et al. 2022; Tian et al. 2023; Xiong et al. 2024",
+               formula="1 - c/100, c = the LLM's stated confidence (0-100) that the answer is correct; NaN when the "
+                       "reply has no number")

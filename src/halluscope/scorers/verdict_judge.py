@@ -13,23 +13,11 @@ asked again (``retries``, default 2) and then recorded as missing: NaN, counted,
 
 from __future__ import annotations
 
-from .judging import JudgeMethod, LLMJudge, method_options, question_answer
+from .judging import LLMJudge, register_judge
 
 
-def _build(names, art):
-    judge = LLMJudge(art.llm("verdict_judge"), **method_options(art, "verdict_judge"))
-    return JudgeMethod("verdict_judge", lambda items: judge.judge(question_answer(items)),
-                       f"1 - verdict (Correct 1, I am not sure 0.5, Incorrect 0); {judge.id}")
-
-
-def _register() -> None:
-    from ..engine.registry import MethodSpec, register
-
-    register(MethodSpec("verdict_judge", level="response", needs=("llm",), bounded=True, aggregate=None,
-                        source="Bouchard & Chauhan 2025 (003) §3.3 LLM judge; Chen & Mueller 2023",
-                        formula="1 - c, c = 1 / 0.5 / 0 for the judge's Correct / I am not sure / Incorrect; NaN "
-                                "when unparseable"),
-             build=_build)
-
-
-_register()
+register_judge("verdict_judge", LLMJudge,
+               lambda judge, opts: f"1 - verdict (Correct 1, I am not sure 0.5, Incorrect 0); {judge.id}",
+               source="Bouchard & Chauhan 2025 (003) §3.3 LLM judge; Chen & Mueller 2023",
+               formula="1 - c, c = 1 / 0.5 / 0 for the judge's Correct / I am not sure / Incorrect; NaN when "
+                       "unparseable")
