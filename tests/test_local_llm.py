@@ -34,6 +34,20 @@ def test_seeded_local_sampling_and_logprobs(backend):
     assert all(t.logprob <= 0 and 1 <= len(t.top) <= 4 for t in g.tokens)
 
 
+def test_generation_runs_on_every_cpu_kind(backend):
+    """On a CPU with AMX-INT8 llama.cpp's AMX buffer crashed the packaged model (segmentation fault in the first
+    decode): there the weights stay in plain CPU buffers; elsewhere llama.cpp keeps its defaults."""
+    import llama_cpp.llama_cpp as C
+
+    from halluscope.llm.local import plain_buffers_on_amx
+
+    g = backend.complete("The capital of France is", GenParams(0.0, 4, 0))  # the process survives a decode
+    assert g.completion_tokens >= 1
+    amx = b"AMX_INT8 = 1" in C.llama_print_system_info()
+    assert plain_buffers_on_amx() == amx
+    assert C.llama_model_default_params().use_extra_bufts == (not amx)
+
+
 def test_teacher_forcing_agrees_with_generation_logprobs(backend, lm):
     g = backend.complete(PROMPT, GenParams(0.0, 8, 0, top_logprobs=2))
     forced = lm.teacher_force(PROMPT, g.text, sep="")

@@ -27,7 +27,36 @@ def _llama():
         from llama_cpp import Llama
     except ImportError as e:
         raise RuntimeError(LLM_EXTRA) from e
+    plain_buffers_on_amx()
     return Llama
+
+
+_PLAIN_BUFFERS: bool | None = None  # decided once per process
+
+
+def plain_buffers_on_amx() -> bool:
+    """Keep llama.cpp's weights in plain CPU buffers on a CPU with AMX; returns whether it had to.
+
+    On a CPU with AMX-INT8, llama.cpp moves the weights into its AMX buffer, and there the packaged Gemma-3 Q4_K_M
+    model crashes the process in ``llama_decode`` (segmentation fault on the first generation; llama-cpp-python
+    0.3.36, Xeon with AMX-INT8, 2026-11-25). llama-cpp-python has no argument for llama.cpp's
+    ``use_extra_bufts``, so on such a CPU this sets it off in the model defaults that ``Llama`` starts from (once
+    per process; the server subprocess calls it too). Other CPUs keep llama.cpp's defaults."""
+    global _PLAIN_BUFFERS
+    import llama_cpp.llama_cpp as C
+
+    if _PLAIN_BUFFERS is None:
+        _PLAIN_BUFFERS = b"AMX_INT8 = 1" in (C.llama_print_system_info() or b"")
+        if _PLAIN_BUFFERS:
+            defaults = C.llama_model_default_params
+
+            def plain_defaults():
+                params = defaults()
+                params.use_extra_bufts = False
+                return params
+
+            C.llama_model_default_params = plain_defaults
+    return _PLAIN_BUFFERS
 
 
 def resolve_gguf(model: str | None) -> Path:

@@ -25,13 +25,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# the server process: llama.cpp's weights in plain buffers on an AMX CPU (see local.plain_buffers_on_amx), then
+# llama-cpp-python's server module
+_SERVE = ("import runpy\n"
+          "from halluscope.llm.local import plain_buffers_on_amx\n"
+          "plain_buffers_on_amx()\n"
+          "runpy.run_module('llama_cpp.server', run_name='__main__')\n")
 # the "raw" chat format: the messages' contents as they are, no role markers. The packaged base model has no chat
 # template (its /chat/completions answers empty); with this one a chat request is the same prompt as a completion
-_RAW_CHAT = ("import llama_cpp.llama_chat_format as f, runpy\n"
+_RAW_CHAT = ("import llama_cpp.llama_chat_format as f\n"
              "@f.register_chat_format('raw')\n"
              "def _raw(messages, **kw):\n"
-             "    return f.ChatFormatterResponse(prompt=''.join(m.get('content') or '' for m in messages))\n"
-             "runpy.run_module('llama_cpp.server', run_name='__main__')\n")
+             "    return f.ChatFormatterResponse(prompt=''.join(m.get('content') or '' for m in messages))\n")
 
 
 class LlamaServer:
@@ -47,7 +52,7 @@ class LlamaServer:
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         # the server logs a lot: to a file, so that a full pipe can never block it
         self.log = tempfile.NamedTemporaryFile("w+", prefix="llama-server-", suffix=".log", delete=False)
-        launch = ["-c", _RAW_CHAT] if chat_format == "raw" else ["-m", "llama_cpp.server"]
+        launch = ["-c", (_RAW_CHAT if chat_format == "raw" else "") + _SERVE]
         self.proc = subprocess.Popen(
             [sys.executable, *launch, "--model", model_path, "--host", "127.0.0.1", "--port",
              str(self.port), "--n_ctx", str(n_ctx), "--n_threads", str(n_threads)]
