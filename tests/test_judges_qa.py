@@ -42,8 +42,10 @@ def test_llm_judge_records_missing_never_guesses(sampler):
         assert v.missing == all(parse_verdict(r) is None for r in v.replies)
     # a template the model cannot answer with a verdict: every try fails, so the value is missing (NaN)
     count = LLMJudge(sampler, template="Count on: {question} {answer} 1, 2, 3,", retries=2, max_tokens=4)
-    v = count.judge([("x", "y")])[0]
+    seen = []
+    v = count.judge([("x", "y")], seen.append)[0]
     assert len(v.replies) == 3 and math.isnan(v.confidence)
+    assert sum(seen) == 1  # progress counts the answer once, not each of its three tries
     # the judgements are cached: a second judge over the same sampler makes no new generation
     n = len(sampler.cache)
     judge.judge(pairs)

@@ -62,8 +62,8 @@ def ensemble_sac3(
     judges = _judges(False, None, external_judge, external_judge_url, "auto", "OPENAI_API_KEY", cache, judge_retries)
     nli_model = store.nli()
     nli_model.progress = _bar  # progress on stderr: a bar on a terminal, plain lines elsewhere
-    bar = _bar("judging", limit or 250) if judges else None
     items = load_sac3(data, limit)
+    bar = _bar("judging", len(items) * len(judges)) if judges else None  # answers x judges
     out = run_sac3(data, limit, folds, components=[c.strip() for c in components.split(",") if c.strip()],
                    judges=judges, progress=bar, nli=nli_model, items=items,
                    llm=judges["external_judge"].sampler if "external_judge" in judges else None)

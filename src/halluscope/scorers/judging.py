@@ -120,14 +120,16 @@ class LLMJudge:
 
     def judge(self, pairs: list[tuple[str, str]], progress=None) -> list[Verdict]:
         """One verdict per (question, answer). Attempt 0 is greedy; unparseable ones are retried at temperature 1
-        (seed = attempt) up to ``retries`` times, then left missing."""
+        (seed = attempt) up to ``retries`` times, then left missing. ``progress(n)`` counts answers: it advances
+        once per answer (on the first attempt), not per re-ask, so a bar sized by the answers ends at its total."""
         prompts = [self.template.format(question=q, answer=a) for q, a in pairs]
         out = [Verdict(float("nan")) for _ in pairs]
         todo = list(range(len(pairs)))
         for attempt in range(self.retries + 1):
             params = GenParams(temperature=0.0 if attempt == 0 else 1.0, max_tokens=self.max_tokens, seed=attempt,
                                stop=("\n\n",))
-            gens = self.sampler.run([(prompts[i], params, attempt) for i in todo], progress)
+            jobs = [(prompts[i], params, attempt) for i in todo]
+            gens = self.sampler.run(jobs, progress if attempt == 0 else None)
             left = []
             for i, g in zip(todo, gens):
                 if isinstance(g, LLMError):
