@@ -28,7 +28,32 @@ def _llama():
     except ImportError as e:
         raise RuntimeError(LLM_EXTRA) from e
     plain_buffers_on_amx()
+    _route_llama_log()
     return Llama
+
+
+_LOG_CALLBACK = None  # kept alive: llama.cpp holds a pointer to it
+
+
+def _route_llama_log() -> None:
+    """llama.cpp's log lines go to the ``llama.cpp`` Python logger at debug level, not to the terminal.
+    llama-cpp-python's own callback maps llama.cpp's levels one off (its warnings count as errors), so with
+    ``verbose=False`` lines such as "llama_kv_cache_iswa: using full-size SWA cache" still reached stderr."""
+    global _LOG_CALLBACK
+    if _LOG_CALLBACK is None:
+        import ctypes
+        import logging
+
+        import llama_cpp.llama_cpp as C
+
+        log = logging.getLogger("llama.cpp")
+
+        @C.llama_log_callback
+        def forward(level, text, user_data):
+            log.debug("%s", text.decode("utf-8", "replace").rstrip())
+
+        _LOG_CALLBACK = forward
+        C.llama_log_set(forward, ctypes.c_void_p(0))
 
 
 _PLAIN_BUFFERS: bool | None = None  # decided once per process
