@@ -5,7 +5,7 @@ GFLOP/s against the machine's measured matrix-multiply ceiling, and how far int8
     .venv/bin/python benchmarks/bench_nli.py --passages 4 --aegis  # also time the old aegis model
 
 The pairs are the ones SelfCheck-NLI sends for the first K WikiBio passages: sentence-sized evidence (each sentence
-against the 2 closest sentences of each sample, the default) and, for comparison, whole samples (read in sentence
+against the 3 closest sentences of each sample, the default) and, for comparison, whole samples (read in sentence
 windows where they exceed the model's window). Prints a table and writes benchmarks/results/nli.json. FLOPs per pair
 are counted as 2 x (non-embedding parameters) x tokens, attention's quadratic term left out (it is small at these
 lengths), so the GFLOP/s figure is a lower bound.
@@ -85,7 +85,7 @@ def main() -> None:
     info = {"cpu": cpu_info(), "torch": torch.__version__, "threads": torch.get_num_threads(),
             "matmul_gflops": matmul_ceiling(native_only=True), "passages": a.passages}
     rows = {}
-    for evidence in (2, "sample"):
+    for evidence in (3, "sample"):
         pairs = wikibio_pairs(a.passages, a.data, evidence)
         ref = None
         precisions = ["fp32", "int8"] + (["bf16"] if bf16_supported() else [])
