@@ -7,6 +7,7 @@ message must say how to install it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -59,6 +60,20 @@ def slice4(wikibio):
     return recs
 
 
+@contextlib.contextmanager
+def actor_threads(n: int = 1):
+    """Score the reference with the torch threads of an actor here (2 CPUs, 2 actors: one each). On a CPU with AMX
+    the bf16 encoder's kernels split the work by thread count, and 1 and 2 threads differ by ~1e-5 in BERTScore."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def one_process(recs, methods, **options):
     """The single-process reference, on freshly loaded models: the encoder caches each text's vectors from the
     batch it was first encoded in, so a warm cache from another test's batches would make this reference differ
@@ -66,7 +81,8 @@ def one_process(recs, methods, **options):
     from halluscope.engine import store
 
     store.clear()
-    return Detector(methods=methods, **options).score(recs)
+    with actor_threads():
+        return Detector(methods=methods, **options).score(recs)
 
 
 def frames(results) -> dict:
@@ -84,7 +100,8 @@ def scored_alone(recs, methods, **options) -> dict:
     det, parts = Detector(methods=methods, **options), []
     for r in recs:
         forget_caches(det.artefacts().models.values())
-        parts.append(frames(det.score([r])))
+        with actor_threads():
+            parts.append(frames(det.score([r])))
     return {k: pd.concat([p[k] for p in parts], ignore_index=True) for k in ("sentence", "passage")}
 
 
