@@ -98,9 +98,9 @@ def scored_alone(recs, methods, **options) -> dict:
 
     store.clear()
     det, parts = Detector(methods=methods, **options), []
-    for r in recs:
-        forget_caches(det.artefacts().models.values())
-        with actor_threads():
+    with actor_threads():
+        for r in recs:
+            forget_caches(det.artefacts().models.values())
             parts.append(frames(det.score([r])))
     return {k: pd.concat([p[k] for p in parts], ignore_index=True) for k in ("sentence", "passage")}
 
