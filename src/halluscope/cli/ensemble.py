@@ -29,6 +29,7 @@ from .common import (
     ExtJudgeOpt,
     ExtJudgeUrlOpt,
     CacheOpt,
+    NliOpt,
 )
 
 
@@ -50,6 +51,7 @@ def ensemble_sac3(
                                            "risk-coverage and reliability PNGs and the Markdown table (sac3.md)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write all figures and scores as JSON."),
     as_json: bool = typer.Option(False, "--json"),
+    nli: Optional[str] = NliOpt,
 ):
     """SAC3 NQ-Open: AUROC and F1 of each component, BSDetector, semantic entropy and the cross-validated ensemble,
     beside the paper's Table 1 (NQ-Open F1). The answers are given (gpt-3.5's), so an LLM judge here is external;
@@ -60,7 +62,7 @@ def ensemble_sac3(
     from ..engine import store
 
     judges = _judges(False, None, external_judge, external_judge_url, "auto", "OPENAI_API_KEY", cache, judge_retries)
-    nli_model = store.nli()
+    nli_model = store.nli(nli)
     nli_model.progress = _bar  # progress on stderr: a bar on a terminal, plain lines elsewhere
     items = load_sac3(data, limit)
     bar = _bar("judging", len(items) * len(judges)) if judges else None  # answers x judges
@@ -152,6 +154,7 @@ def ensemble_qa(
                              "items_*.jsonl, presets.json)."),
     reanalyze: bool = typer.Option(False, "--reanalyze", help="Only rebuild the report, figures and presets of --out "
                                    "from its saved items (no generation, no model work)."),
+    nli: Optional[str] = NliOpt,
 ):
     """The QA pipeline (003 §4): answer each benchmark's questions with any backend (original at temperature 0,
     candidates at --temperature), grade automatically (numeric match, choice letter, normalized gold match), score
@@ -164,7 +167,7 @@ def ensemble_qa(
         rebuild(out, folds, seed)
         err.print(f"report rebuilt: {out / 'report.md'}")
         return
-    nli_model = store.nli()
+    nli_model = store.nli(nli)
     nli_model.progress = _bar
     names = [b.strip() for b in benchmarks.split(",") if b.strip()]
     sampler = _sampler(model, base_url, backend, chat, api_key_env, cache, concurrency)
@@ -270,12 +273,13 @@ def ensemble_tune(
     model: Optional[str] = ModelOpt, base_url: Optional[str] = BaseUrlOpt, backend: str = BackendOpt,
     chat: bool = ChatOpt, api_key_env: str = ApiKeyEnvOpt, cache: Optional[Path] = CacheOpt,
     external_judge: Optional[str] = ExtJudgeOpt, external_judge_url: Optional[str] = ExtJudgeUrlOpt,
-    judge_retries: int = typer.Option(2, "--judge-retries"),
+    judge_retries: int = typer.Option(2, "--judge-retries"), nli: Optional[str] = NliOpt,
 ):
     """Tune the ensemble on your graded answers: prints the k-fold cross-validated figures (what to expect on new
     answers), then fits weights and threshold on all of them and saves the config for `ensemble score --config`.
     LLM methods among --components (p_true, verbalized, likert_judge, ...) run on the --model / --base-url backend
     (else the --external-judge's); self_judge and external_judge are components when named."""
+    from ..engine import store
     from ..engine.components import ComponentScorer
     from ..evaluation.response_report import markdown_table
     from ..evaluation.sac3 import analyze
@@ -284,7 +288,8 @@ def ensemble_tune(
     comps = [c.strip() for c in components.split(",") if c.strip()]
     llm, judges = _llm_and_judges(model, base_url, backend, chat, api_key_env, cache, external_judge,
                                   external_judge_url, judge_retries)
-    scorer = ComponentScorer(components=comps, llm=llm, judges={k: v for k, v in judges.items() if k in comps})
+    scorer = ComponentScorer(components=comps, llm=llm, judges={k: v for k, v in judges.items() if k in comps},
+                             nli=store.nli(nli) if nli else None)  # None: the shared default, loaded if needed
     items = _answers(path, need_label=True)
     rows = scorer.score(items)
     res = analyze(items, rows, comps, folds)
@@ -313,7 +318,7 @@ def ensemble_score(
     model: Optional[str] = ModelOpt, base_url: Optional[str] = BaseUrlOpt, backend: str = BackendOpt,
     chat: bool = ChatOpt, api_key_env: str = ApiKeyEnvOpt, cache: Optional[Path] = CacheOpt,
     external_judge: Optional[str] = ExtJudgeOpt, external_judge_url: Optional[str] = ExtJudgeUrlOpt,
-    judge_retries: int = typer.Option(2, "--judge-retries"),
+    judge_retries: int = typer.Option(2, "--judge-retries"), nli: Optional[str] = NliOpt,
 ):
     """Confidence of whole answers with a weight preset (or your tuned config): each component, the weighted
     confidence, and the flag (confidence < threshold = likely incorrect). Every component `ensemble tune` accepts is
@@ -323,6 +328,7 @@ def ensemble_score(
     packaged presets work without an LLM."""
     import numpy as np
 
+    from ..engine import store
     from ..engine.components import ComponentScorer
     from ..combine.tuned import EnsembleConfig
 
@@ -334,7 +340,8 @@ def ensemble_score(
         err.print(f"[yellow]warning:[/] {', '.join(skipped)} left out (no judge LLM: give --model / --base-url or "
                   "--external-judge); the other weights renormalized")
     usable = [c for c in cfg.components if c not in skipped]
-    scorer = ComponentScorer(components=usable, llm=llm, judges={k: v for k, v in judges.items() if k in usable})
+    scorer = ComponentScorer(components=usable, llm=llm, judges={k: v for k, v in judges.items() if k in usable},
+                             nli=store.nli(nli) if nli else None)  # None: the shared default, loaded if needed
     items = _answers(path)
     rows = scorer.score(items)
     C = np.array([[r.get(c, np.nan) for c in cfg.components] for r in rows], float)

@@ -155,6 +155,7 @@ def check(
     top_logprobs: int = typer.Option(5, "--top-logprobs", help="Top-k log-probs of the main response (grey-box)."),
     qa_stage: Optional[list[str]] = QaStageOpt,
     method_option: Optional[list[str]] = MethodOptionOpt,
+    nli: Optional[str] = NliOpt,
     as_json: bool = typer.Option(False, "--json"),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the results (.json/.jsonl/.csv)."),
 ):
@@ -167,11 +168,11 @@ def check(
     items = list(prompts or []) + (read_prompts(file) if file else [])
     if not items:
         raise ValueError("give prompts as arguments or with --file")
+    det = _detector(methods, None, None, nli)  # before any generation: a bad option fails at once
     sampler = _sampler(model, base_url, backend, chat, api_key_env, cache, concurrency, rpm, tpm)
     records, problems = _draw(sampler, items, template, chat, dict(n=n, temperature=temperature,
                                                                    max_tokens=max_tokens, seed=seed,
                                                                    top_logprobs=top_logprobs))
-    det = _detector(methods, None, None, None)
     det.llm, det.qa_stages, det.method_options = sampler, _qa_stages(qa_stage), opts or None
     res = det.score(records, progress=True)
     res.settings["llm"] = {"backend": sampler.backend.cache_id(), "samples": n, "temperature": temperature,

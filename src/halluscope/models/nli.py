@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -278,4 +279,7 @@ def load_nli(name: str | None = None, **kw) -> NLI:
         if kw.get("precision", "auto") not in ("auto", "int8"):
             raise ValueError("aegis exists only as an int8 ONNX graph")
         return AegisNLI(**{k: v for k, v in kw.items() if k in ("batch_size", "threads")})
-    return HFNLI(name, **kw)
+    if name.startswith(("/", "./", "../", "~")) and not Path(name).expanduser().is_dir():
+        raise ValueError(f"NLI model '{name}': no such folder (give 'halluscope-nli', 'aegis', a Hugging Face id, "
+                         "or the folder of a saved model, e.g. `halluscope train-nli`'s OUT/model)")
+    return HFNLI(str(Path(name).expanduser()) if name.startswith("~") else name, **kw)
