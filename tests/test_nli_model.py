@@ -126,3 +126,15 @@ def test_train_nli_end_to_end_on_a_tiny_slice(tmp_path, data_dir):
     again = train_nli(data_dir / "nli", tmp_path, epochs=1, scale=0.004, synthetic=20_000, eval_limit=0,
                       batch_size=16, log=lambda m: None)
     assert again["args"]["steps"] == rec["args"]["steps"]
+    # the mixture moves to another machine as one gzipped file: training from it needs no data folder but the
+    # evaluation's, and gives the same pairs and steps
+    import gzip
+
+    bundle = tmp_path / "mixture.jsonl.gz"
+    bundle.write_bytes(gzip.compress((tmp_path / "mixture.jsonl").read_bytes()))
+    moved = train_nli(tmp_path / "no_data", tmp_path / "moved", epochs=1, eval_limit=0, batch_size=16,
+                      mixture=bundle, device="cpu", log=lambda m: None)
+    assert moved["mixture"] == rec["mixture"] and moved["args"]["steps"] == rec["args"]["steps"]
+    assert moved["args"]["device"] == "cpu"
+    with pytest.raises(ValueError, match="device 'tpu'"):
+        train_nli(data_dir / "nli", tmp_path / "x", device="tpu", log=lambda m: None)

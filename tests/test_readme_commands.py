@@ -50,6 +50,7 @@ NOT_RUN = {
     "halluscope serve": "started in the background by this test (it serves until stopped)",
     "--address auto": "joins a running Ray cluster (`ray start --head`); the same scoring on a local Ray runs above",
     "--address ray://": "a remote cluster's address that does not exist here; tests/test_scale_ray.py covers Ray",
+    "--device cuda": "needs a CUDA GPU; tests/test_nli_model.py trains from a gzipped --mixture on the CPU",
 }
 
 

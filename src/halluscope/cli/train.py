@@ -127,6 +127,11 @@ def train_nli_cmd(
                                           "(frozen by default: faster on a CPU)."),
     paired: bool = typer.Option(False, "--paired", help="Each synthetic contradiction with its minimal pair: the "
                                 "same evidence and the unchanged sentence as entailment."),
+    mixture: Optional[Path] = typer.Option(None, "--mixture", help="Train on this pairs file (another run's "
+                                           "OUT/mixture.jsonl, or it gzipped, to carry to a GPU machine) instead of "
+                                           "building the mixture from --data; --data then only serves the evaluation."),
+    device: str = typer.Option("auto", "--device", help="auto (a CUDA GPU where torch sees one, else the CPU), cpu "
+                               "or cuda."),
     package: Optional[Path] = typer.Option(None, "--package", help="Instead of training: copy this exported model "
                                            "folder into the package as the default NLI and write its model card."),
     evaluation: Optional[Path] = typer.Option(None, "--evaluation", help="With --package: the JSON of "
@@ -149,6 +154,7 @@ def train_nli_cmd(
     data = data or Path(default_data_dir()) / "nli"
     rec = train_nli(data, out, base=base, seed=seed, epochs=epochs, batch_size=batch_size, lr=lr,
                     max_length=max_length, synthetic=synthetic, scale=scale, eval_limit=eval_limit,
-                    stop_after_minutes=stop_after, train_embeddings=train_embeddings, paired=paired, log=lambda m: err.print(m, highlight=False))
+                    stop_after_minutes=stop_after, train_embeddings=train_embeddings, paired=paired, mixture=mixture,
+                    device=device, log=lambda m: err.print(m, highlight=False))
     print(json.dumps(rec.get("metrics", rec), indent=1))
 

@@ -17,13 +17,13 @@ import numpy as np
 from .registry import quiet_transformers, resolve_encoder_path
 
 
-def bf16_supported() -> bool:
-    """True where bfloat16 matrix multiplication runs natively: a CUDA GPU with bf16, or a CPU with AVX512-BF16 or
-    AMX (read from /proc/cpuinfo on Linux)."""
+def bf16_supported(device: str | None = None) -> bool:
+    """True where bfloat16 matrix multiplication runs natively on ``device`` ('cuda', 'cpu'; default: the GPU where
+    torch sees one, else the CPU): a CUDA GPU with bf16, or a CPU with AVX512-BF16 or AMX (/proc/cpuinfo on Linux)."""
     import torch
 
-    if torch.cuda.is_available():
-        return torch.cuda.is_bf16_supported()
+    if device == "cuda" or (device is None and torch.cuda.is_available()):
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
     try:
         flags = Path("/proc/cpuinfo").read_text()
     except OSError:

@@ -18,6 +18,7 @@ A base encoder (default: all-MiniLM-L6-v2 from its pip package; any Hugging Face
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
@@ -29,11 +30,22 @@ from pathlib import Path
 from .nli_data import LABELS, Pair, build_mixture, mixture_summary
 
 
-def _load_mixture(out: Path, data: Path, synthetic: int, seed: int, scale: float, paired: bool) -> list[Pair]:
+def _read_pairs(path: Path) -> list[Pair]:
+    """Pairs from a mixture file (``.jsonl``, or ``.jsonl.gz`` to move it to another machine)."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return [Pair(**json.loads(line)) for line in f if line.strip()]
+
+
+def _load_mixture(out: Path, data: Path, synthetic: int, seed: int, scale: float, paired: bool,
+                  mixture: Path | None = None) -> list[Pair]:
+    """``OUT/mixture.jsonl`` where it exists (a resumed run), else the given ``mixture`` file (another run's, e.g. on
+    a GPU machine without the data folder), else built from ``data``; written to ``OUT/mixture.jsonl`` once."""
     path = out / "mixture.jsonl"
     if path.is_file():
-        return [Pair(**json.loads(line)) for line in path.read_text(encoding="utf-8").splitlines()]
-    pairs = build_mixture(data, synthetic=synthetic, seed=seed, scale=scale, paired=paired)
+        return _read_pairs(path)
+    pairs = _read_pairs(mixture) if mixture else build_mixture(data, synthetic=synthetic, seed=seed, scale=scale,
+                                                               paired=paired)
     tmp = path.with_suffix(".tmp")
     tmp.write_text("".join(json.dumps(asdict(p)) + "\n" for p in pairs), encoding="utf-8")
     tmp.replace(path)
@@ -86,12 +98,20 @@ def train_nli(
     threads: int | None = None,
     train_embeddings: bool = False,
     paired: bool = False,
+    mixture: str | Path | None = None,
+    device: str = "auto",
     log=print,
 ) -> dict:
     """Train, evaluate and export; returns the training record (also written to ``OUT/model/training.json``).
-    ``stop_after_minutes`` ends the run early with a checkpoint (run again to continue)."""
+    ``stop_after_minutes`` ends the run early with a checkpoint (run again to continue). ``mixture``: train on this
+    pairs file instead of building the mixture from ``data`` (``data`` then only serves the MNLI evaluation).
+    ``device``: ``auto`` (a CUDA GPU where torch sees one, else the CPU), ``cpu`` or ``cuda``; bf16 autocast where
+    the device runs it natively."""
     import torch
 
+    if device not in ("auto", "cpu", "cuda") or (device == "cuda" and not torch.cuda.is_available()):
+        raise ValueError(f"device '{device}': give auto, cpu, or cuda on a machine where torch sees a CUDA GPU "
+                         f"(this one: {'yes' if torch.cuda.is_available() else 'no'})")
     out, data = Path(out), Path(data)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
@@ -99,9 +119,11 @@ def train_nli(
         torch.set_num_threads(threads)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     t0 = time.time()
-    pairs = _load_mixture(out, data, synthetic, seed, scale, paired)
+    pairs = _load_mixture(out, data, synthetic, seed, scale, paired, Path(mixture) if mixture else None)
     log(f"mixture: {len(pairs)} pairs ({time.time() - t0:.0f} s)")
-    run = _Run(out, base, pairs, batch_size, epochs, lr, max_length, train_embeddings, log)
+    dev = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device)
+    run = _Run(out, base, pairs, batch_size, epochs, lr, max_length, train_embeddings, log, dev)
+    log(f"training on {dev}{' in bf16 autocast' if run.use_bf16 else ''}")
     stopped = run.loop(seed, checkpoint_minutes, stop_after_minutes, t0)
     if stopped and run.step < run.total:
         log(f"stopped at step {run.step}/{run.total}; run again with the same --out to continue")
@@ -109,6 +131,7 @@ def train_nli(
     return export_nli(run.model, run.tok, out, pairs, dict(
         base=base, seed=seed, epochs=epochs, batch_size=batch_size, lr=lr, max_length=max_length,
         synthetic=synthetic, scale=scale, train_embeddings=train_embeddings, paired=paired, steps=run.total,
+        device=dev.type,
         train_seconds=round(run.before + time.time() - t0)), data, eval_limit, log)
 
 
@@ -117,7 +140,7 @@ class _Run:
     where one exists (model, optimizer, schedule, step and the seconds of earlier runs)."""
 
     def __init__(self, out: Path, base: str, pairs: list[Pair], batch_size: int, epochs: float, lr: float,
-                 max_length: int, train_embeddings: bool, log):
+                 max_length: int, train_embeddings: bool, log, device=None):
         import torch
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -135,6 +158,9 @@ class _Run:
         self.model = AutoModelForSequenceClassification.from_pretrained(  # fp32 master weights (a base may be fp16)
             path, dtype=torch.float32, num_labels=3, id2label=dict(enumerate(LABELS)),
             label2id={k: i for i, k in enumerate(LABELS)})
+        self.device = device or torch.device("cpu")
+        self.model.to(self.device)
+        self.use_bf16 = bf16_supported(self.device.type)
         if not train_embeddings:  # frozen: faster on a CPU; trained: single-token swaps can move the word vectors
             self.model.base_model.embeddings.word_embeddings.weight.requires_grad_(False)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
@@ -146,9 +172,8 @@ class _Run:
         self.sched = torch.optim.lr_scheduler.LambdaLR(
             self.opt, lambda s: min((s + 1) / warm, max(0.0, (total - s) / max(1, total - warm))))
         self.step, self.before, self.ckpt = 0, 0.0, out / "checkpoint.pt"  # before: seconds of earlier runs
-        self.use_bf16 = bf16_supported()
-        if self.ckpt.is_file():
-            state = torch.load(self.ckpt, weights_only=False)
+        if self.ckpt.is_file():  # a checkpoint moves between devices (e.g. begun on a GPU, finished on a CPU)
+            state = torch.load(self.ckpt, weights_only=False, map_location=self.device)
             self.model.load_state_dict(state["model"])
             self.opt.load_state_dict(state["opt"])
             self.sched.load_state_dict(state["sched"])
@@ -168,9 +193,9 @@ class _Run:
         import torch
 
         feats = [{"input_ids": self.ids[i], **({"token_type_ids": self.types[i]} if self.types else {})} for i in b]
-        batch = self.tok.pad(feats, return_tensors="pt")
-        y = torch.tensor([self.labels[i] for i in b])
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.use_bf16):
+        batch = self.tok.pad(feats, return_tensors="pt").to(self.device)
+        y = torch.tensor([self.labels[i] for i in b], device=self.device)
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.use_bf16):
             logits = self.model(**batch).logits
         loss = _loss(logits, y)
         loss.backward()
@@ -217,7 +242,7 @@ def export_nli(model, tok, out: Path, pairs: list[Pair], args: dict, data: Path,
     from ..evaluation.nli_bench import evaluate_nli
     from .nli import HFNLI
 
-    model.eval()
+    model.to("cpu").eval()  # exported and evaluated on the CPU, as users run it
     dest = out / "model"
     dest.mkdir(exist_ok=True)
     model.to(torch.float16).save_pretrained(dest, safe_serialization=True)
