@@ -278,7 +278,7 @@ def model_card(record: dict, evaluation: dict | None = None) -> str:
         + "` (the data folder `data/nli` of the project).",
         f"- {a['steps']} steps of batch {a['batch_size']}, AdamW with linear warm-up/decay, word embeddings "
         + ("trained" if a.get("train_embeddings") else "frozen") + "; "
-        f"{a['train_seconds'] / 60:.0f} min on the machine named in EVALUATION.md.", "",
+        f"{a['train_seconds'] / 60:.0f} min on the machine named in EVALUATION.md ({a.get('device', 'cpu')}).", "",
         "## Data (the mixture, with each source's licence)", "",
         "| source | pairs | labels | licence |", "|---|---:|---|---|",
     ]
