@@ -140,7 +140,7 @@ class _Run:
     where one exists (model, optimizer, schedule, step and the seconds of earlier runs)."""
 
     def __init__(self, out: Path, base: str, pairs: list[Pair], batch_size: int, epochs: float, lr: float,
-                 max_length: int, train_embeddings: bool, log, device=None):
+                 max_length: int, train_embeddings: bool, log, device):
         import torch
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -158,8 +158,8 @@ class _Run:
         self.model = AutoModelForSequenceClassification.from_pretrained(  # fp32 master weights (a base may be fp16)
             path, dtype=torch.float32, num_labels=3, id2label=dict(enumerate(LABELS)),
             label2id={k: i for i, k in enumerate(LABELS)})
-        self.device = device or torch.device("cpu")
-        self.model.to(self.device)
+        self.device = device
+        self.model.to(device)
         self.use_bf16 = bf16_supported(self.device.type)
         if not train_embeddings:  # frozen: faster on a CPU; trained: single-token swaps can move the word vectors
             self.model.base_model.embeddings.word_embeddings.weight.requires_grad_(False)
