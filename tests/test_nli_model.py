@@ -138,3 +138,25 @@ def test_train_nli_end_to_end_on_a_tiny_slice(tmp_path, data_dir):
     assert moved["args"]["device"] == "cpu"
     with pytest.raises(ValueError, match="device 'tpu'"):
         train_nli(data_dir / "nli", tmp_path / "x", device="tpu", log=lambda m: None)
+
+
+def test_hard_swaps_take_a_near_entity_of_the_same_type_and_never_a_near_copy(data_dir):
+    """``--hard-swaps``: the replacement for Canberra is another city, not any place name, and never a near-copy that
+    may name the same thing; with the swaps on, the synthetic contradictions differ from the random ones (and the
+    default mixture is unchanged by the option's existence: same seed, same pairs)."""
+    import random
+
+    from halluscope.models.nli_data import _near_entities, synthetic_pairs
+
+    pool = {"GPE": ["Sydney", "Nigeria", "Canberra, Australia", "Melbourne", "Peru", "Brazil", "canberra"],
+            "DATE": ["1991", "the 18th century", "1989", "last week"]}
+    near = _near_entities([[("Canberra", "GPE", 0), ("1989", "DATE", 20)]], pool, k=2)
+    assert set(near[("Canberra", "GPE")]) == {"Sydney", "Melbourne"}
+    assert near[("1989", "DATE")][0] == "1991"
+    root = data_dir / "nli"
+    plain = synthetic_pairs(root, 60, random.Random(5), paired=True)
+    assert plain == synthetic_pairs(root, 60, random.Random(5), paired=True)
+    hard = synthetic_pairs(root, 60, random.Random(5), paired=True, hard=True)
+    assert {p.label for p in hard} == {"entailment", "contradiction", "neutral"}
+    assert [p.hypothesis for p in hard if p.label == "contradiction"] != \
+        [p.hypothesis for p in plain if p.label == "contradiction"]

@@ -127,6 +127,8 @@ def train_nli_cmd(
                                           "(frozen by default: faster on a CPU)."),
     paired: bool = typer.Option(False, "--paired", help="Each synthetic contradiction with its minimal pair: the "
                                 "same evidence and the unchanged sentence as entailment."),
+    hard_swaps: bool = typer.Option(False, "--hard-swaps", help="Half of the synthetic entity swaps take a near "
+                                    "entity of the same type (Canberra -> Sydney) instead of a random one."),
     mixture: Optional[Path] = typer.Option(None, "--mixture", help="Train on this pairs file (another run's "
                                            "OUT/mixture.jsonl, or it gzipped, to carry to a GPU machine) instead of "
                                            "building the mixture from --data; --data then only serves the evaluation."),
@@ -154,7 +156,8 @@ def train_nli_cmd(
     data = data or Path(default_data_dir()) / "nli"
     rec = train_nli(data, out, base=base, seed=seed, epochs=epochs, batch_size=batch_size, lr=lr,
                     max_length=max_length, synthetic=synthetic, scale=scale, eval_limit=eval_limit,
-                    stop_after_minutes=stop_after, train_embeddings=train_embeddings, paired=paired, mixture=mixture,
+                    stop_after_minutes=stop_after, train_embeddings=train_embeddings, paired=paired,
+                    hard_swaps=hard_swaps, mixture=mixture,
                     device=device, log=lambda m: err.print(m, highlight=False))
     print(json.dumps(rec.get("metrics", rec), indent=1))
 

@@ -12,7 +12,11 @@ DROP passages, CC BY-SA 4.0; ConTRoL passages, from the curriculum benchmark):
 
 - entailment: a sentence against a window of 1-3 consecutive sentences that contains it;
 - contradiction: the same sentence with one named entity, date or number swapped for another of the same type, or
-  with a negation added or removed, against the window that holds the original;
+  with a negation added or removed, against the window that holds the original. With ``hard`` swaps, half of the
+  entity swaps take one of the 10 entities of the same type nearest to the original in MiniLM embedding space
+  (Canberra -> Sydney, 1989 -> 1991, two -> three) instead of a random one, leaving out near-copies (cosine >= 0.9,
+  or one inside the other) that may name the same thing: a checker trained only on random swaps learns that an
+  unrelated word is suspect, and reads a near, plausible one as a paraphrase;
 - neutral: the sentence against a window of the same passage that does not contain it (same topic, other facts),
   or against a window of another passage.
 """
@@ -191,15 +195,47 @@ def _entities(texts: list[str]) -> tuple[list[list[tuple[str, str, int]]], dict[
     return ents, pool
 
 
-def synthetic_pairs(root: Path, n: int, rng: random.Random, paired: bool = False) -> list[Pair]:
+def _near_entities(ents: list[list[tuple[str, str, int]]], pool: dict[str, list[str]], k: int = 10
+                   ) -> dict[tuple[str, str], list[str]]:
+    """For each entity (text, type) of ``ents``: the ``k`` entities of the pool of its type nearest in MiniLM
+    embedding space (fp32, so the same on every CPU), without near-copies (cosine >= 0.9, equal ignoring case, or
+    one inside the other), which may name the same thing."""
+    import numpy as np
+
+    from .encoder import Encoder
+
+    enc = Encoder("minilm", precision="fp32", max_length=32)
+    out: dict[tuple[str, str], list[str]] = {}
+    for lab, texts in pool.items():
+        cand = list(dict.fromkeys(texts))
+        queries = list(dict.fromkeys(t for e in ents for t, lb, _ in e if lb == lab))
+        if not cand or not queries:
+            continue
+        sim = enc.sentence_embeddings(queries) @ enc.sentence_embeddings(cand).T
+        for q, row in zip(queries, sim):
+            near = []
+            for j in np.argsort(-row, kind="stable"):
+                c, ql, cl = cand[j], q.lower(), cand[j].lower()
+                if row[j] < 0.9 and ql not in cl and cl not in ql:
+                    near.append(c)
+                    if len(near) == k:
+                        break
+            out[(q, lab)] = near
+    return out
+
+
+def synthetic_pairs(root: Path, n: int, rng: random.Random, paired: bool = False, hard: bool = False
+                    ) -> list[Pair]:
     """``n`` synthetic pairs (about 1/3 of each label) from SummEdits passages; see the module docstring. With
     ``paired``, each contradiction comes with its minimal pair: the same window and the unchanged sentence as
-    entailment (MiniCheck's lesson: the two differ in one fact only, so only that fact can tell them apart)."""
+    entailment (MiniCheck's lesson: the two differ in one fact only, so only that fact can tell them apart). With
+    ``hard``, half of the entity swaps take a near entity of the same type (:func:`_near_entities`)."""
     passages = _passages(root, 20_000)
     flat = [(i, j) for i, p in enumerate(passages) for j in range(len(p))]
     rng.shuffle(flat)
     flat = flat[: int(n * (1.0 if paired else 1.6))]  # about 2 in 3 candidates make a pair (paired: 2 each)
     ents, pool = _entities([passages[i][j] for i, j in flat])
+    near = _near_entities(ents, pool) if hard else {}
 
     def window(p: list[str], j: int, contains: bool) -> str:
         k = rng.choice([1, 2, 2, 3])
@@ -216,7 +252,8 @@ def synthetic_pairs(root: Path, n: int, rng: random.Random, paired: bool = False
         h = None
         if e and rng.random() < 0.6:
             text, lab, start = rng.choice(e)
-            others = [x for x in pool[lab] if x.lower() != text.lower() and x.lower() not in s.lower()]
+            others = near.get((text, lab), []) if hard and rng.random() < 0.5 else pool[lab]
+            others = [x for x in others if x.lower() != text.lower() and x.lower() not in s.lower()]
             if others:
                 h = s[:start] + rng.choice(others) + s[start + len(text) :]
         if h is None and rng.random() < 0.5:
@@ -252,9 +289,10 @@ def synthetic_pairs(root: Path, n: int, rng: random.Random, paired: bool = False
 
 
 def build_mixture(root: str | Path, synthetic: int = 15_000, seed: int = 0, scale: float = 1.0,
-                  paired: bool = False) -> list[Pair]:
+                  paired: bool = False, hard: bool = False) -> list[Pair]:
     """The whole training mixture, shuffled with ``seed``; ``scale`` shrinks every source (e.g. 0.01 for a smoke
-    test); ``paired``: synthetic contradictions come with their minimal entailment pairs (:func:`synthetic_pairs`)."""
+    test); ``paired``: synthetic contradictions come with their minimal entailment pairs; ``hard``: half of the
+    entity swaps take a near entity (:func:`synthetic_pairs`)."""
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"NLI data folder not found: {root} (give --data PATH to data/nli)")
@@ -264,7 +302,7 @@ def build_mixture(root: str | Path, synthetic: int = 15_000, seed: int = 0, scal
         take = max(1, int(src.take * scale))
         pairs += read_source(root, name, Source(src.folder, src.pattern, take, src.licence, src.max_premise_chars), rng)
     if synthetic:
-        pairs += synthetic_pairs(root, max(1, int(synthetic * scale)), rng, paired=paired)
+        pairs += synthetic_pairs(root, max(1, int(synthetic * scale)), rng, paired=paired, hard=hard)
     rng.shuffle(pairs)
     return pairs
 
