@@ -224,6 +224,23 @@ def _near_entities(ents: list[list[tuple[str, str, int]]], pool: dict[str, list[
     return out
 
 
+def _contradict(s: str, e: list, pool: dict[str, list[str]], near: dict, hard: bool, rng: random.Random
+                ) -> str | None:
+    """``s`` with one entity swapped (a near one half the time with ``hard``), else a number shifted, else negated."""
+    h = None
+    if e and rng.random() < 0.6:
+        text, lab, start = rng.choice(e)
+        others = near.get((text, lab), []) if hard and rng.random() < 0.5 else pool[lab]
+        others = [x for x in others if x.lower() != text.lower() and x.lower() not in s.lower()]
+        if others:
+            h = s[:start] + rng.choice(others) + s[start + len(text) :]
+    if h is None and rng.random() < 0.5:
+        h = _shift_number(s, rng)
+    if h is None:
+        h = _negate(s)
+    return h if h and h != s else None
+
+
 def synthetic_pairs(root: Path, n: int, rng: random.Random, paired: bool = False, hard: bool = False
                     ) -> list[Pair]:
     """``n`` synthetic pairs (about 1/3 of each label) from SummEdits passages; see the module docstring. With
@@ -248,33 +265,19 @@ def synthetic_pairs(root: Path, n: int, rng: random.Random, paired: bool = False
         c = rng.choice(rest)
         return " ".join(p[c : c + k])
 
-    def contradict(s: str, e: list) -> str | None:
-        h = None
-        if e and rng.random() < 0.6:
-            text, lab, start = rng.choice(e)
-            others = near.get((text, lab), []) if hard and rng.random() < 0.5 else pool[lab]
-            others = [x for x in others if x.lower() != text.lower() and x.lower() not in s.lower()]
-            if others:
-                h = s[:start] + rng.choice(others) + s[start + len(text) :]
-        if h is None and rng.random() < 0.5:
-            h = _shift_number(s, rng)
-        if h is None:
-            h = _negate(s)
-        return h if h and h != s else None
-
     out: list[Pair] = []
     for (i, j), e in zip(flat, ents):
         p, s = passages[i], passages[i][j]
         kind = rng.random()
         if paired and kind < 0.70:  # a minimal pair: the same window entails s and contradicts s with one change
-            h = contradict(s, e)
+            h = _contradict(s, e, pool, near, hard, rng)
             if h:
                 w = window(p, j, True)
                 out += [Pair(w, s, "entailment", "synthetic"), Pair(w, h, "contradiction", "synthetic")]
         elif kind < 0.33:
             out.append(Pair(window(p, j, True), s, "entailment", "synthetic"))
         elif kind < 0.70:
-            h = contradict(s, e)
+            h = _contradict(s, e, pool, near, hard, rng)
             if h:
                 out.append(Pair(window(p, j, True), h, "contradiction", "synthetic"))
         else:

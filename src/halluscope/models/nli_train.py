@@ -305,7 +305,8 @@ def model_card(record: dict, evaluation: dict | None = None) -> str:
               "Checking whether a short text (a sentence, a claim, an answer) is supported or contradicted by "
               "sentence-sized evidence (a few sentences of a stochastic sample, a retrieved passage window) inside "
               "halluscope's consistency methods. Not a general-purpose reasoner: it is small, English-only, and "
-              "was trained on CPU for about an hour; a stronger model is one `--nli ID_OR_PATH` away.", ""]
+              f"was trained for {a['train_seconds'] / 60:.0f} min ({a.get('device', 'cpu')}); a stronger model is one "
+              "`--nli ID_OR_PATH` away.", ""]
     return "\n".join(lines)
 
 
