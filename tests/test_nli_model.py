@@ -46,7 +46,7 @@ def test_packaged_model_is_offline_default_with_card(own):
     assert json.loads((d / "training.json").read_text())["mixture"]
 
 
-# Clear pairs the shipped model (0.85 epoch on 2 CPU cores) still gets wrong: a near-copy of the premise with one
+# Clear pairs the shipped model (v2: 2 epochs on 2 CPU cores, near-entity swaps in its data) still gets wrong: a near-copy of the premise with one
 # name swapped reads as entailment or neutral. Kept visible (strict xfail): a retrained model that fixes them turns
 # these into failures to update. See EVALUATION.md (issue 13) for the measured accuracy.
 KNOWN_WRONG = {4, 11}
