@@ -198,8 +198,9 @@ def _entities(texts: list[str]) -> tuple[list[list[tuple[str, str, int]]], dict[
 def _near_entities(ents: list[list[tuple[str, str, int]]], pool: dict[str, list[str]], k: int = 10
                    ) -> dict[tuple[str, str], list[str]]:
     """For each entity (text, type) of ``ents``: the ``k`` entities of the pool of its type nearest in MiniLM
-    embedding space (fp32, so the same on every CPU), without near-copies (cosine >= 0.9, equal ignoring case, or
-    one inside the other), which may name the same thing."""
+    embedding space (fp32 on every CPU: a bf16 encoder would reorder close neighbours from one CPU to another),
+    without near-copies (cosine >= 0.9, equal ignoring case, or one inside the other), which may name the same
+    thing."""
     import numpy as np
 
     from .encoder import Encoder
