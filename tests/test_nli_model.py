@@ -46,9 +46,10 @@ def test_packaged_model_is_offline_default_with_card(own):
     assert json.loads((d / "training.json").read_text())["mixture"]
 
 
-# Clear pairs the shipped model (v2: 2 epochs on 2 CPU cores, near-entity swaps in its data) still gets wrong: a near-copy of the premise with one
-# name swapped reads as entailment or neutral. Kept visible (strict xfail): a retrained model that fixes them turns
-# these into failures to update. See EVALUATION.md (issue 13) for the measured accuracy.
+# Clear pairs the shipped model (v2: 2 epochs on 2 CPU cores, near-entity swaps in its data) still gets wrong: a
+# near-copy of the premise with one name swapped reads as entailment or neutral. Kept visible (strict xfail): a
+# retrained model that fixes them turns these into failures to update. See EVALUATION.md (issue 13) for the measured
+# accuracy.
 KNOWN_WRONG = {4, 11}
 
 
@@ -145,8 +146,8 @@ def test_train_nli_end_to_end_on_a_tiny_slice(tmp_path, data_dir):
 
 def test_hard_swaps_take_a_near_entity_of_the_same_type_and_never_a_near_copy(data_dir):
     """``--hard-swaps``: the replacement for Canberra is another city, not any place name, and never a near-copy that
-    may name the same thing; with the swaps on, the synthetic contradictions differ from the random ones (and the
-    default mixture is unchanged by the option's existence: same seed, same pairs)."""
+    may name the same thing; the plain pairs are the same for the same seed, and with the swaps on the synthetic
+    contradictions differ from the random ones."""
     import random
 
     from halluscope.models.nli_data import _near_entities, synthetic_pairs

@@ -213,15 +213,11 @@ def _near_entities(ents: list[list[tuple[str, str, int]]], pool: dict[str, list[
         if not cand or not queries:
             continue
         sim = enc.sentence_embeddings(queries) @ enc.sentence_embeddings(cand).T
+        low = [c.lower() for c in cand]
         for q, row in zip(queries, sim):
-            near = []
-            for j in np.argsort(-row, kind="stable"):
-                c, ql, cl = cand[j], q.lower(), cand[j].lower()
-                if row[j] < 0.9 and ql not in cl and cl not in ql:
-                    near.append(c)
-                    if len(near) == k:
-                        break
-            out[(q, lab)] = near
+            ql = q.lower()
+            ok = (j for j in np.argsort(-row, kind="stable") if row[j] < 0.9 and ql not in low[j] and low[j] not in ql)
+            out[(q, lab)] = [cand[j] for _, j in zip(range(k), ok)]
     return out
 
 
