@@ -119,11 +119,12 @@ def test_long_premise_read_whole_in_windows(own):
 def test_train_nli_end_to_end_on_a_tiny_slice(tmp_path, data_dir):
     from halluscope.models.nli_train import train_nli
 
-    rec = train_nli(data_dir / "nli", tmp_path, epochs=1, scale=0.004, synthetic=20_000, eval_limit=40,
-                    batch_size=16, log=lambda m: None)
+    rec = train_nli(data_dir / "nli", tmp_path, epochs=1, scale=0.004, synthetic=20_000, claims=10_000,
+                    eval_limit=40, batch_size=16, log=lambda m: None)
     assert (tmp_path / "model" / "model.safetensors").is_file()
     assert 0 <= rec["metrics"]["mnli_dev_matched"]["accuracy_3way"] <= 1
     assert "synthetic" in rec["mixture"] and rec["mixture"]["snli_dev"]["licence"].startswith("CC BY-SA")
+    assert rec["mixture"]["claims"]["pairs"] == 40 and rec["args"]["claims"] == 10_000
     nli = HFNLI(str(tmp_path / "model"))
     assert nli.probs([CLEAR[0][:2]]).shape == (1, 3)
     # resumable: a second run with the same folder finds the finished checkpoint and only re-exports
@@ -164,3 +165,21 @@ def test_hard_swaps_take_a_near_entity_of_the_same_type_and_never_a_near_copy(da
     assert {p.label for p in hard} == {"entailment", "contradiction", "neutral"}
     assert [p.hypothesis for p in hard if p.label == "contradiction"] != \
         [p.hypothesis for p in plain if p.label == "contradiction"]
+
+
+def test_claim_pairs_are_short_minimal_pairs_with_their_licence(data_dir):
+    """``--claims``: short FEVER claims against 1-3 claims; every contradiction has its entailment twin (same
+    premise, the unchanged claim, which the premise holds) and differs from it; the source's licence is stated."""
+    import random
+
+    from halluscope.models.nli_data import claim_pairs, mixture_summary
+
+    pairs = claim_pairs(data_dir / "nli", 80, random.Random(3), hard=True)
+    assert len(pairs) == 80 and {p.label for p in pairs} == {"entailment", "contradiction", "neutral"}
+    twins = {p.premise: p.hypothesis for p in pairs if p.label == "entailment"}
+    for p in pairs:
+        assert p.source == "claims" and len(p.hypothesis) <= 200
+        if p.label == "contradiction":
+            assert p.hypothesis != twins[p.premise] and twins[p.premise] in p.premise
+            assert p.hypothesis not in p.premise
+    assert mixture_summary(pairs)["claims"]["licence"].startswith("CC BY-SA 3.0")

@@ -19,6 +19,13 @@ DROP passages, CC BY-SA 4.0; ConTRoL passages, from the curriculum benchmark):
   unrelated word is suspect, and reads a near, plausible one as a paraphrase;
 - neutral: the sentence against a window of the same passage that does not contain it (same topic, other facts),
   or against a window of another passage.
+
+Short claims (``claims``): the same three kinds built from FEVER's claims (the hypotheses of ``fever_rte_dev``,
+CC BY-SA 3.0; median 46 characters: "CBS is the network that aired The Millers."), each against a premise of 1-3 such
+claims that holds it (entailment) or holds it before one entity, number or date was swapped or a negation flipped
+(contradiction, paired with the entailment), or of other claims (neutral). Prose passages hold few sentences as
+short as an LLM's answer to a question, and a model trained without them reads "Sydney is the capital of
+Australia." as entailed by "Canberra is the capital of Australia.".
 """
 
 from __future__ import annotations
@@ -76,6 +83,7 @@ SOURCES: dict[str, Source] = {
     },
 }
 SYNTHETIC_LICENCE = "CC BY-SA 4.0 (built from SummEdits documents, Apache-2.0, and DROP / ConTRoL passages)"
+CLAIMS_LICENCE = "CC BY-SA 3.0 (built from FEVER claims about Wikipedia entities)"
 
 # Reported on: never trained on.
 HELD_OUT = ("mnli_dev_matched", "anli_*_test", "xnli_en_test", "snli_test", "binary_mnli_*")
@@ -288,11 +296,45 @@ def synthetic_pairs(root: Path, n: int, rng: random.Random, paired: bool = False
     return out[:n]
 
 
+def _claims(root: Path) -> list[str]:
+    """FEVER's unique claims of 20-120 characters and at least 3 words (short factual sentences about entities)."""
+    rows = _rows(root / "covidfact_and_fever_rte" / "fever_rte_dev.jsonl")
+    claims = dict.fromkeys(_clean(r["hypothesis"]) for r in rows)
+    return [c for c in claims if 20 <= len(c) <= 120 and len(c.split()) >= 3]
+
+
+def claim_pairs(root: Path, n: int, rng: random.Random, hard: bool = False) -> list[Pair]:
+    """Up to ``n`` short-claim pairs (module docstring): 3 in 4 claims give a minimal pair (the claim, and it with
+    one fact changed, against the same premise of 1-3 claims holding the original), the rest a neutral pair."""
+    claims = _claims(root)
+    rng.shuffle(claims)
+    claims = claims[: int(n * 0.8) + 10]  # about 1.7 pairs per claim
+    ents, pool = _entities(claims)
+    near = _near_entities(ents, pool) if hard else {}
+    out: list[Pair] = []
+    for s, e in zip(claims, ents):
+        others = [claims[rng.randrange(len(claims))] for _ in range(rng.choice([0, 1, 1, 2]))]
+        others = [o for o in others if o != s]
+        if rng.random() < 0.75:
+            h = _contradict(s, e, pool, near, hard, rng)
+            if h:
+                window = others + [s]
+                rng.shuffle(window)
+                w = " ".join(window)
+                out += [Pair(w, s, "entailment", "claims"), Pair(w, h, "contradiction", "claims")]
+        elif others:
+            out.append(Pair(" ".join(others), s, "neutral", "claims"))
+        if len(out) >= n:
+            break
+    return out[:n]
+
+
 def build_mixture(root: str | Path, synthetic: int = 15_000, seed: int = 0, scale: float = 1.0,
-                  paired: bool = False, hard: bool = False) -> list[Pair]:
+                  paired: bool = False, hard: bool = False, claims: int = 0) -> list[Pair]:
     """The whole training mixture, shuffled with ``seed``; ``scale`` shrinks every source (e.g. 0.01 for a smoke
     test); ``paired``: synthetic contradictions come with their minimal entailment pairs; ``hard``: half of the
-    entity swaps take a near entity (:func:`synthetic_pairs`)."""
+    entity swaps take a near entity (:func:`synthetic_pairs`); ``claims``: that many short-claim pairs
+    (:func:`claim_pairs`)."""
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"NLI data folder not found: {root} (give --data PATH to data/nli)")
@@ -303,6 +345,8 @@ def build_mixture(root: str | Path, synthetic: int = 15_000, seed: int = 0, scal
         pairs += read_source(root, name, Source(src.folder, src.pattern, take, src.licence, src.max_premise_chars), rng)
     if synthetic:
         pairs += synthetic_pairs(root, max(1, int(synthetic * scale)), rng, paired=paired, hard=hard)
+    if claims:
+        pairs += claim_pairs(root, max(1, int(claims * scale)), rng, hard=hard)
     rng.shuffle(pairs)
     return pairs
 
@@ -315,5 +359,6 @@ def mixture_summary(pairs: list[Pair]) -> dict[str, dict]:
         d["pairs"] += 1
         d["labels"][p.label] = d["labels"].get(p.label, 0) + 1
     for name, d in out.items():
-        d["licence"] = SOURCES[name].licence if name in SOURCES else SYNTHETIC_LICENCE
+        d["licence"] = SOURCES[name].licence if name in SOURCES else CLAIMS_LICENCE if name == "claims" \
+            else SYNTHETIC_LICENCE
     return out

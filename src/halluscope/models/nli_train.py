@@ -38,14 +38,14 @@ def _read_pairs(path: Path) -> list[Pair]:
 
 
 def _load_mixture(out: Path, data: Path, synthetic: int, seed: int, scale: float, paired: bool,
-                  mixture: Path | None = None, hard: bool = False) -> list[Pair]:
+                  mixture: Path | None = None, hard: bool = False, claims: int = 0) -> list[Pair]:
     """``OUT/mixture.jsonl`` where it exists (a resumed run), else the given ``mixture`` file (another run's, e.g. on
     a GPU machine without the data folder), else built from ``data``; written to ``OUT/mixture.jsonl`` once."""
     path = out / "mixture.jsonl"
     if path.is_file():
         return _read_pairs(path)
     pairs = _read_pairs(mixture) if mixture else build_mixture(data, synthetic=synthetic, seed=seed, scale=scale,
-                                                               paired=paired, hard=hard)
+                                                               paired=paired, hard=hard, claims=claims)
     tmp = path.with_suffix(".tmp")
     tmp.write_text("".join(json.dumps(asdict(p)) + "\n" for p in pairs), encoding="utf-8")
     tmp.replace(path)
@@ -99,6 +99,7 @@ def train_nli(
     train_embeddings: bool = False,
     paired: bool = False,
     hard_swaps: bool = False,
+    claims: int = 0,
     mixture: str | Path | None = None,
     device: str = "auto",
     log=print,
@@ -120,7 +121,8 @@ def train_nli(
         torch.set_num_threads(threads)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     t0 = time.time()
-    pairs = _load_mixture(out, data, synthetic, seed, scale, paired, Path(mixture) if mixture else None, hard_swaps)
+    pairs = _load_mixture(out, data, synthetic, seed, scale, paired, Path(mixture) if mixture else None, hard_swaps,
+                          claims)
     log(f"mixture: {len(pairs)} pairs ({time.time() - t0:.0f} s)")
     dev = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device)
     run = _Run(out, base, pairs, batch_size, epochs, lr, max_length, train_embeddings, log, dev)
@@ -132,7 +134,7 @@ def train_nli(
     return export_nli(run.model, run.tok, out, pairs, dict(
         base=base, seed=seed, epochs=epochs, batch_size=batch_size, lr=lr, max_length=max_length,
         synthetic=synthetic, scale=scale, train_embeddings=train_embeddings, paired=paired, hard_swaps=hard_swaps,
-        steps=run.total,
+        claims=claims, steps=run.total,
         device=dev.type,
         train_seconds=round(run.before + time.time() - t0)), data, eval_limit, log)
 
@@ -277,7 +279,8 @@ def model_card(record: dict, evaluation: dict | None = None) -> str:
         f"- Reproduce: `halluscope train-nli --out DIR --seed {a['seed']} --epochs {a['epochs']:g} --lr {a['lr']:g} "
         f"--batch-size {a['batch_size']} --max-length {a['max_length']} --synthetic {a['synthetic']}"
         + (" --train-embeddings" if a.get("train_embeddings") else "") + (" --paired" if a.get("paired") else "")
-        + (" --hard-swaps" if a.get("hard_swaps") else "") + "` (the data folder `data/nli` of the project).",
+        + (" --hard-swaps" if a.get("hard_swaps") else "") + (f" --claims {a['claims']}" if a.get("claims") else "")
+        + "` (the data folder `data/nli` of the project).",
         f"- {a['steps']} steps of batch {a['batch_size']}, AdamW with linear warm-up/decay, word embeddings "
         + ("trained" if a.get("train_embeddings") else "frozen") + "; "
         f"{a['train_seconds'] / 60:.0f} min on the machine named in EVALUATION.md ({a.get('device', 'cpu')}).", "",
