@@ -183,3 +183,24 @@ def test_claim_pairs_are_short_minimal_pairs_with_their_licence(data_dir):
             assert p.hypothesis != twins[p.premise] and twins[p.premise] in p.premise
             assert p.hypothesis not in p.premise
     assert mixture_summary(pairs)["claims"]["licence"].startswith("CC BY-SA 3.0")
+
+
+def test_claim_twins_drop_one_detail_and_stay_entailed(data_dir):
+    """``--claim-twins``: a full date cut to its year, a full name to the surname; each twin is an entailment against
+    its minimal pair's premise, shorter than the claim it comes from, and the pairs without twins are unchanged."""
+    import random
+
+    from halluscope.models.nli_data import _generalize, claim_pairs
+
+    s = "Sonny Bono died on January 5, 1998."
+    assert _generalize(s, [("January 5, 1998", "DATE", 19)]) == "Sonny Bono died in 1998."
+    assert _generalize(s, [("Sonny Bono", "PERSON", 0)]) == "Bono died on January 5, 1998."
+    assert _generalize("He won in 1998.", [("1998", "DATE", 10)]) is None
+    plain = claim_pairs(data_dir / "nli", 200, random.Random(3))
+    twin = claim_pairs(data_dir / "nli", 200, random.Random(3), twins=True)
+    extra = [p for p in twin if p not in plain]
+    assert extra and all(p.label == "entailment" for p in extra)
+    for p in extra:
+        original = next(q.hypothesis for q in twin if q.premise == p.premise and q.label == "entailment"
+                        and q.hypothesis in p.premise)
+        assert len(p.hypothesis) < len(original)

@@ -131,6 +131,8 @@ def train_nli_cmd(
                                     "entity of the same type (Canberra -> Sydney) instead of a random one."),
     claims: int = typer.Option(0, "--claims", help="Short-claim pairs built from FEVER's claims (a claim, and it "
                                "with one fact changed, against 1-3 claims holding it)."),
+    claim_twins: bool = typer.Option(False, "--claim-twins", help="With --claims: each minimal pair also with the "
+                                     "claim less detailed (date -> year, full name -> surname) as entailment."),
     mixture: Optional[Path] = typer.Option(None, "--mixture", help="Train on this pairs file (another run's "
                                            "OUT/mixture.jsonl, or it gzipped, to carry to a GPU machine) instead of "
                                            "building the mixture from --data; --data then only serves the evaluation."),
@@ -159,7 +161,8 @@ def train_nli_cmd(
     rec = train_nli(data, out, base=base, seed=seed, epochs=epochs, batch_size=batch_size, lr=lr,
                     max_length=max_length, synthetic=synthetic, scale=scale, eval_limit=eval_limit,
                     stop_after_minutes=stop_after, train_embeddings=train_embeddings, paired=paired,
-                    hard_swaps=hard_swaps, claims=claims, mixture=mixture,
+                    hard_swaps=hard_swaps, claims=claims, claim_twins=claim_twins,
+                    mixture=mixture,
                     device=device, log=lambda m: err.print(m, highlight=False))
     print(json.dumps(rec.get("metrics", rec), indent=1))
 

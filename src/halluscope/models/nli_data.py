@@ -24,8 +24,11 @@ Short claims (``claims``): the same three kinds built from FEVER's claims (the h
 CC BY-SA 3.0; median 46 characters: "CBS is the network that aired The Millers."), each against a premise of 1-3 such
 claims that holds it (entailment) or holds it before one entity, number or date was swapped or a negation flipped
 (contradiction, paired with the entailment), or of other claims (neutral). Prose passages hold few sentences as
-short as an LLM's answer to a question, and a model trained without them reads "Sydney is the capital of
-Australia." as entailed by "Canberra is the capital of Australia.".
+short as an LLM's answer to a question, and a model trained without them misses most one-fact swaps in sentences
+that short (halluscope-nli v2: 5 of 20 in ``benchmarks/nli_swap_probe.py``). With ``twins``, each minimal pair also
+gets the claim with one detail dropped (a full date cut to its year, a full name to the surname) as entailment
+against the same premise: a model trained hard on minimal pairs alone learns that any edit is a contradiction
+(EVALUATION.md, issue 13, "Short-claim pairs").
 """
 
 from __future__ import annotations
@@ -303,9 +306,32 @@ def _claims(root: Path) -> list[str]:
     return [c for c in claims if 20 <= len(c) <= 120 and len(c.split()) >= 3]
 
 
-def claim_pairs(root: Path, n: int, rng: random.Random, hard: bool = False) -> list[Pair]:
+_YEAR = re.compile(r"\b(1\d{3}|20\d{2})\b")
+
+
+def _generalize(s: str, e: list) -> str | None:
+    """``s`` with one detail dropped, so that ``s`` still entails it: a full date cut to its year ("on 5 May 1950" ->
+    "in 1950"), "City, Country" to the country, a person's full name to the surname; None where none applies."""
+    for text, lab, start in e:
+        year = _YEAR.search(text)
+        if lab == "DATE" and year and year.group(0) != text.strip():
+            return re.sub(r"\bon (the )?$", "in ", s[:start]) + year.group(0) + s[start + len(text) :]
+        new = None
+        if lab in ("GPE", "LOC") and ", " in text:
+            new = text.rsplit(", ", 1)[1]
+        elif lab == "PERSON" and len(text.split()) >= 2:
+            new = text.split()[-1]
+        if new:
+            return s[:start] + new + s[start + len(text) :]
+    return None
+
+
+def claim_pairs(root: Path, n: int, rng: random.Random, hard: bool = False, twins: bool = False) -> list[Pair]:
     """Up to ``n`` short-claim pairs (module docstring): 3 in 4 claims give a minimal pair (the claim, and it with
-    one fact changed, against the same premise of 1-3 claims holding the original), the rest a neutral pair."""
+    one fact changed, against the same premise of 1-3 claims holding the original), the rest a neutral pair. With
+    ``twins``, a minimal pair also gets a generalization twin where one applies (:func:`_generalize`; entailment,
+    the same premise): a less detailed claim is still supported, so only a changed fact, not any edit, separates
+    the labels."""
     claims = _claims(root)
     rng.shuffle(claims)
     claims = claims[: int(n * 0.8) + 10]  # about 1.7 pairs per claim
@@ -322,6 +348,9 @@ def claim_pairs(root: Path, n: int, rng: random.Random, hard: bool = False) -> l
                 rng.shuffle(window)
                 w = " ".join(window)
                 out += [Pair(w, s, "entailment", "claims"), Pair(w, h, "contradiction", "claims")]
+                g = _generalize(s, e) if twins else None
+                if g and g != s:
+                    out.append(Pair(w, g, "entailment", "claims"))
         elif others:
             out.append(Pair(" ".join(others), s, "neutral", "claims"))
         if len(out) >= n:
@@ -330,11 +359,11 @@ def claim_pairs(root: Path, n: int, rng: random.Random, hard: bool = False) -> l
 
 
 def build_mixture(root: str | Path, synthetic: int = 15_000, seed: int = 0, scale: float = 1.0,
-                  paired: bool = False, hard: bool = False, claims: int = 0) -> list[Pair]:
+                  paired: bool = False, hard: bool = False, claims: int = 0, twins: bool = False) -> list[Pair]:
     """The whole training mixture, shuffled with ``seed``; ``scale`` shrinks every source (e.g. 0.01 for a smoke
     test); ``paired``: synthetic contradictions come with their minimal entailment pairs; ``hard``: half of the
     entity swaps take a near entity (:func:`synthetic_pairs`); ``claims``: that many short-claim pairs
-    (:func:`claim_pairs`)."""
+    (:func:`claim_pairs`), with generalization twins where ``twins``."""
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"NLI data folder not found: {root} (give --data PATH to data/nli)")
@@ -346,7 +375,7 @@ def build_mixture(root: str | Path, synthetic: int = 15_000, seed: int = 0, scal
     if synthetic:
         pairs += synthetic_pairs(root, max(1, int(synthetic * scale)), rng, paired=paired, hard=hard)
     if claims:
-        pairs += claim_pairs(root, max(1, int(claims * scale)), rng, hard=hard)
+        pairs += claim_pairs(root, max(1, int(claims * scale)), rng, hard=hard, twins=twins)
     rng.shuffle(pairs)
     return pairs
 

@@ -38,14 +38,16 @@ def _read_pairs(path: Path) -> list[Pair]:
 
 
 def _load_mixture(out: Path, data: Path, synthetic: int, seed: int, scale: float, paired: bool,
-                  mixture: Path | None = None, hard: bool = False, claims: int = 0) -> list[Pair]:
+                  mixture: Path | None = None, hard: bool = False, claims: int = 0, twins: bool = False
+                  ) -> list[Pair]:
     """``OUT/mixture.jsonl`` where it exists (a resumed run), else the given ``mixture`` file (another run's, e.g. on
     a GPU machine without the data folder), else built from ``data``; written to ``OUT/mixture.jsonl`` once."""
     path = out / "mixture.jsonl"
     if path.is_file():
         return _read_pairs(path)
     pairs = _read_pairs(mixture) if mixture else build_mixture(data, synthetic=synthetic, seed=seed, scale=scale,
-                                                               paired=paired, hard=hard, claims=claims)
+                                                               paired=paired, hard=hard, claims=claims,
+                                                               twins=twins)
     tmp = path.with_suffix(".tmp")
     tmp.write_text("".join(json.dumps(asdict(p)) + "\n" for p in pairs), encoding="utf-8")
     tmp.replace(path)
@@ -100,6 +102,7 @@ def train_nli(
     paired: bool = False,
     hard_swaps: bool = False,
     claims: int = 0,
+    claim_twins: bool = False,
     mixture: str | Path | None = None,
     device: str = "auto",
     log=print,
@@ -122,7 +125,7 @@ def train_nli(
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     t0 = time.time()
     pairs = _load_mixture(out, data, synthetic, seed, scale, paired, Path(mixture) if mixture else None, hard_swaps,
-                          claims)
+                          claims, claim_twins)
     log(f"mixture: {len(pairs)} pairs ({time.time() - t0:.0f} s)")
     dev = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device)
     run = _Run(out, base, pairs, batch_size, epochs, lr, max_length, train_embeddings, log, dev)
@@ -134,7 +137,7 @@ def train_nli(
     return export_nli(run.model, run.tok, out, pairs, dict(
         base=base, seed=seed, epochs=epochs, batch_size=batch_size, lr=lr, max_length=max_length,
         synthetic=synthetic, scale=scale, train_embeddings=train_embeddings, paired=paired, hard_swaps=hard_swaps,
-        claims=claims, steps=run.total,
+        claims=claims, claim_twins=claim_twins, steps=run.total,
         device=dev.type,
         train_seconds=round(run.before + time.time() - t0)), data, eval_limit, log)
 
@@ -280,6 +283,7 @@ def model_card(record: dict, evaluation: dict | None = None) -> str:
         f"--batch-size {a['batch_size']} --max-length {a['max_length']} --synthetic {a['synthetic']}"
         + (" --train-embeddings" if a.get("train_embeddings") else "") + (" --paired" if a.get("paired") else "")
         + (" --hard-swaps" if a.get("hard_swaps") else "") + (f" --claims {a['claims']}" if a.get("claims") else "")
+        + (" --claim-twins" if a.get("claim_twins") else "")
         + "` (the data folder `data/nli` of the project).",
         f"- {a['steps']} steps of batch {a['batch_size']}, AdamW with linear warm-up/decay, word embeddings "
         + ("trained" if a.get("train_embeddings") else "frozen") + "; "
