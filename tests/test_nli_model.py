@@ -141,6 +141,16 @@ def test_train_nli_end_to_end_on_a_tiny_slice(tmp_path, data_dir):
                       mixture=bundle, device="cpu", log=lambda m: None)
     assert moved["mixture"] == rec["mixture"] and moved["args"]["steps"] == rec["args"]["steps"]
     assert moved["args"]["device"] == "cpu"
+    # a run continuing a trained model keeps its lineage: the packaged card names both commands, in order
+    from halluscope.models.nli_train import package_model
+
+    cont = train_nli(tmp_path / "no_data", tmp_path / "cont", base=str(tmp_path / "moved" / "model"), epochs=1,
+                     lr=3e-5, scale=0.5, eval_limit=0, batch_size=16, mixture=bundle, log=lambda m: None)
+    assert cont["base_record"]["args"] == moved["args"]
+    card = (package_model(tmp_path / "cont" / "model", tmp_path / "pkg") / "MODEL_CARD.md").read_text()
+    first = card.index("1. `halluscope train-nli --out DIR1 --seed 0 --epochs 1 --lr 6e-05")
+    assert card.index("2. `halluscope train-nli --out DIR2 --base DIR1/model --seed 0 --epochs 1 --lr 3e-05") > first
+    assert "--scale 0.5" in card and "## Data of run 2" in card and "`minilm`" in card
     with pytest.raises(ValueError, match="device 'tpu'"):
         train_nli(data_dir / "nli", tmp_path / "x", device="tpu", log=lambda m: None)
 

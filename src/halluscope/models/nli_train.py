@@ -262,42 +262,91 @@ def export_nli(model, tok, out: Path, pairs: list[Pair], args: dict, data: Path,
         log(f"MNLI-m 3-way accuracy ({eval_limit} pairs): {metrics['mnli_dev_matched']['accuracy_3way']:.3f}")
     record = {"args": args, "mixture": mixture_summary(pairs), "metrics": metrics,
               "labels": list(LABELS), "torch": torch.__version__}
+    base_record = _base_record(args["base"])
+    if base_record:  # a continuation: keep the lineage, so the card names every run that made the weights
+        record["base_record"] = base_record
     (dest / "training.json").write_text(json.dumps(record, indent=1), encoding="utf-8")
     return record
 
 
+def _base_record(base: str) -> dict | None:
+    """The training record of a base that halluscope itself trained (a continuation run keeps it, so its card can
+    name every stage that made the weights); None for a plain encoder."""
+    from .registry import resolve_encoder_path
+
+    path = Path(resolve_encoder_path(base)) / "training.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def _stages(record: dict) -> list[dict]:
+    """The training records from the first run (from a plain encoder) to this one."""
+    chain = []
+    while record:
+        chain.append(record)
+        record = record.get("base_record")
+    return chain[::-1]
+
+
+def _command(a: dict, out: str, base: str | None) -> str:
+    """The ``halluscope train-nli`` command line of one stage (``base``: None for the stage's own ``--base``)."""
+    base = a["base"] if base is None else base
+    return (f"halluscope train-nli --out {out}" + (f" --base {base}" if base != "minilm" else "")
+            + f" --seed {a['seed']} --epochs {a['epochs']:g} --lr {a['lr']:g} --batch-size {a['batch_size']} "
+            f"--max-length {a['max_length']} --synthetic {a['synthetic']}"
+            + (f" --scale {a['scale']:g}" if a.get("scale", 1.0) != 1.0 else "")
+            + (" --train-embeddings" if a.get("train_embeddings") else "") + (" --paired" if a.get("paired") else "")
+            + (" --hard-swaps" if a.get("hard_swaps") else "") + (f" --claims {a['claims']}" if a.get("claims") else "")
+            + (" --claim-twins" if a.get("claim_twins") else ""))
+
+
+def _training_lines(stages: list[dict]) -> list[str]:
+    """The card's Training section and its mixture table(s), one per stage."""
+    many = len(stages) > 1
+    lines = ["## Training",
+             "- Reproduce" + (f" (in {len(stages)} runs, each continuing the last)" if many else "") + ", from the "
+             "project's data folder `data/nli` with a fixed seed:"]
+    for i, r in enumerate(stages):
+        base = f"DIR{i}/model" if i else None
+        lines.append(f"  {i + 1}. `{_command(r['args'], f'DIR{i + 1}', base)}`")
+    for i, r in enumerate(stages):
+        a = r["args"]
+        lines.append(f"- {'Run ' + str(i + 1) + ': ' if many else ''}{a['steps']} steps of batch {a['batch_size']}, "
+                     "AdamW with linear warm-up/decay, word embeddings "
+                     + ("trained" if a.get("train_embeddings") else "frozen")
+                     + f"; {a['train_seconds'] / 60:.0f} min on the machine named in EVALUATION.md "
+                     f"({a.get('device', 'cpu')}).")
+    lines.append("")
+    for i, r in enumerate(stages):
+        lines += [("## Data (the mixture, with each source's licence)" if not many else
+                   f"## Data of run {i + 1} (the mixture, with each source's licence)"), "",
+                  "| source | pairs | labels | licence |", "|---|---:|---|---|"]
+        for name, d in sorted(r["mixture"].items(), key=lambda x: -x[1]["pairs"]):
+            labs = ", ".join(f"{k} {v}" for k, v in sorted(d["labels"].items()))
+            lines.append(f"| {name} | {d['pairs']} | {labs} | {d['licence']} |")
+        lines.append("")
+    return lines
+
+
 def model_card(record: dict, evaluation: dict | None = None) -> str:
-    """The model card (MODEL_CARD.md) of an exported model, from its ``training.json`` record and, where given,
-    the output of ``halluscope evaluate-nli --json``."""
-    a = record["args"]
+    """The model card (MODEL_CARD.md) of an exported model, from its ``training.json`` record (with the records of
+    the runs it continued) and, where given, the output of ``halluscope evaluate-nli --json``."""
+    stages = _stages(record)
+    a, first = record["args"], stages[0]["args"]
+    minutes = sum(r["args"]["train_seconds"] for r in stages) / 60
     lines = [
         "# halluscope-nli: halluscope's own NLI cross-encoder", "",
         "## Architecture",
-        f"- Base encoder: `{a['base']}` (all-MiniLM-L6-v2 for `minilm`: 6 layers, 384-d, 22.7M parameters, "
+        f"- Base encoder: `{first['base']}` (all-MiniLM-L6-v2 for `minilm`: 6 layers, 384-d, 22.7M parameters, "
         "Apache-2.0), with a 3-way classification head on the pooled [CLS] vector.",
         "- Labels: 0 entailment, 1 neutral, 2 contradiction (`config.id2label`). Input: (premise, hypothesis), "
         f"trained at most {a['max_length']} tokens; longer premises are read in sentence windows by halluscope.",
         "- Weights: fp16 safetensors (run in fp32 by default; int8 dynamic quantization as an option).", "",
-        "## Training",
-        f"- Reproduce: `halluscope train-nli --out DIR --seed {a['seed']} --epochs {a['epochs']:g} --lr {a['lr']:g} "
-        f"--batch-size {a['batch_size']} --max-length {a['max_length']} --synthetic {a['synthetic']}"
-        + (" --train-embeddings" if a.get("train_embeddings") else "") + (" --paired" if a.get("paired") else "")
-        + (" --hard-swaps" if a.get("hard_swaps") else "") + (f" --claims {a['claims']}" if a.get("claims") else "")
-        + (" --claim-twins" if a.get("claim_twins") else "")
-        + "` (the data folder `data/nli` of the project).",
-        f"- {a['steps']} steps of batch {a['batch_size']}, AdamW with linear warm-up/decay, word embeddings "
-        + ("trained" if a.get("train_embeddings") else "frozen") + "; "
-        f"{a['train_seconds'] / 60:.0f} min on the machine named in EVALUATION.md ({a.get('device', 'cpu')}).", "",
-        "## Data (the mixture, with each source's licence)", "",
-        "| source | pairs | labels | licence |", "|---|---:|---|---|",
+        *_training_lines(stages),
+        "Never trained on (reported on): MNLI dev-matched, ANLI R1-R3, XNLI-en, SNLI test, and docnli's "
+        "copies of MNLI. Non-commercial and research-only sources (ANLI, XNLI, SICK, MSRP, SciFact, HealthVer) "
+        "are left out. Share-alike sources (SNLI, MNLI, FEVER, Wikipedia) are in: the weights are distributed "
+        "under their terms (CC BY-SA 4.0) where those apply.", "", "## Metrics", "",
     ]
-    for name, d in sorted(record["mixture"].items(), key=lambda x: -x[1]["pairs"]):
-        labs = ", ".join(f"{k} {v}" for k, v in sorted(d["labels"].items()))
-        lines.append(f"| {name} | {d['pairs']} | {labs} | {d['licence']} |")
-    lines += ["", "Never trained on (reported on): MNLI dev-matched, ANLI R1-R3, XNLI-en, SNLI test, and docnli's "
-              "copies of MNLI. Non-commercial and research-only sources (ANLI, XNLI, SICK, MSRP, SciFact, HealthVer) "
-              "are left out. Share-alike sources (SNLI, MNLI, FEVER, Wikipedia) are in: the weights are distributed "
-              "under their terms (CC BY-SA 4.0) where those apply.", "", "## Metrics", ""]
     if evaluation:
         lines += ["| set | n | 3-way accuracy | contradiction vs not |", "|---|---:|---:|---:|"]
         for name, r in evaluation.items():
@@ -312,7 +361,7 @@ def model_card(record: dict, evaluation: dict | None = None) -> str:
               "Checking whether a short text (a sentence, a claim, an answer) is supported or contradicted by "
               "sentence-sized evidence (a few sentences of a stochastic sample, a retrieved passage window) inside "
               "halluscope's consistency methods. Not a general-purpose reasoner: it is small, English-only, and "
-              f"was trained for {a['train_seconds'] / 60:.0f} min ({a.get('device', 'cpu')}); a stronger model is one "
+              f"was trained for {minutes:.0f} min ({a.get('device', 'cpu')}); a stronger model is one "
               "`--nli ID_OR_PATH` away.", ""]
     return "\n".join(lines)
 
