@@ -214,3 +214,30 @@ def test_claim_twins_drop_one_detail_and_stay_entailed(data_dir):
         original = next(q.hypothesis for q in twin if q.premise == p.premise and q.label == "entailment"
                         and q.hypothesis in p.premise)
         assert len(p.hypothesis) < len(original)
+
+
+def test_claim_objects_never_swap_the_opening_entity(data_dir):
+    """``--claim-objects``: the entity that opens a claim (its subject, mostly: "Ian Gillan is a producer." ->
+    "Brian Bendis is a producer." is no contradiction) and one inside a title are never swapped; without the option,
+    some contradictions do change the opening."""
+    import random
+
+    from halluscope.models.nli_data import _opens, claim_pairs
+
+    assert _opens("The Dodo has been depicted.", 4) and _opens("Ian Gillan is a producer.", 0)
+    assert _opens("Unison (Celine Dion album) was released.", 8)
+    assert not _opens("Michael Hutchence died in Sydney, Australia.", 26)
+
+    def opening_changed(pairs):
+        changed = []
+        for p in pairs:
+            if p.label == "contradiction":
+                original = next(q.hypothesis for q in pairs if q.premise == p.premise and q.label == "entailment")
+                k = 2 if original.split()[0].lower() in ("the", "a", "an") else 1
+                changed.append(p.hypothesis.split()[:k] != original.split()[:k])
+        return changed
+
+    plain = opening_changed(claim_pairs(data_dir / "nli", 300, random.Random(5)))
+    objects = opening_changed(claim_pairs(data_dir / "nli", 300, random.Random(5), objects=True))
+    assert len(objects) > 50 and not any(objects)
+    assert sum(plain) > 10

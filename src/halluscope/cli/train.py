@@ -133,6 +133,9 @@ def train_nli_cmd(
                                "with one fact changed, against 1-3 claims holding it)."),
     claim_twins: bool = typer.Option(False, "--claim-twins", help="With --claims: each minimal pair also with the "
                                      "claim less detailed (date -> year, full name -> surname) as entailment."),
+    claim_objects: bool = typer.Option(False, "--claim-objects", help="With --claims: never swap the entity that "
+                                       "opens a claim (its subject) or one inside a title: 'X is a producer' -> "
+                                       "'Y is a producer' is no contradiction."),
     mixture: Optional[Path] = typer.Option(None, "--mixture", help="Train on this pairs file (another run's "
                                            "OUT/mixture.jsonl, or it gzipped, to carry to a GPU machine) instead of "
                                            "building the mixture from --data; --data then only serves the evaluation."),
@@ -162,6 +165,7 @@ def train_nli_cmd(
                     max_length=max_length, synthetic=synthetic, scale=scale, eval_limit=eval_limit,
                     stop_after_minutes=stop_after, train_embeddings=train_embeddings, paired=paired,
                     hard_swaps=hard_swaps, claims=claims, claim_twins=claim_twins,
+                    claim_objects=claim_objects,
                     mixture=mixture,
                     device=device, log=lambda m: err.print(m, highlight=False))
     print(json.dumps(rec.get("metrics", rec), indent=1))

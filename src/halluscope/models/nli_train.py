@@ -38,8 +38,8 @@ def _read_pairs(path: Path) -> list[Pair]:
 
 
 def _load_mixture(out: Path, data: Path, synthetic: int, seed: int, scale: float, paired: bool,
-                  mixture: Path | None = None, hard: bool = False, claims: int = 0, twins: bool = False
-                  ) -> list[Pair]:
+                  mixture: Path | None = None, hard: bool = False, claims: int = 0, twins: bool = False,
+                  objects: bool = False) -> list[Pair]:
     """``OUT/mixture.jsonl`` where it exists (a resumed run), else the given ``mixture`` file (another run's, e.g. on
     a GPU machine without the data folder), else built from ``data``; written to ``OUT/mixture.jsonl`` once."""
     path = out / "mixture.jsonl"
@@ -47,7 +47,7 @@ def _load_mixture(out: Path, data: Path, synthetic: int, seed: int, scale: float
         return _read_pairs(path)
     pairs = _read_pairs(mixture) if mixture else build_mixture(data, synthetic=synthetic, seed=seed, scale=scale,
                                                                paired=paired, hard=hard, claims=claims,
-                                                               twins=twins)
+                                                               twins=twins, objects=objects)
     tmp = path.with_suffix(".tmp")
     tmp.write_text("".join(json.dumps(asdict(p)) + "\n" for p in pairs), encoding="utf-8")
     tmp.replace(path)
@@ -103,6 +103,7 @@ def train_nli(
     hard_swaps: bool = False,
     claims: int = 0,
     claim_twins: bool = False,
+    claim_objects: bool = False,
     mixture: str | Path | None = None,
     device: str = "auto",
     log=print,
@@ -125,7 +126,7 @@ def train_nli(
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     t0 = time.time()
     pairs = _load_mixture(out, data, synthetic, seed, scale, paired, Path(mixture) if mixture else None, hard_swaps,
-                          claims, claim_twins)
+                          claims, claim_twins, claim_objects)
     log(f"mixture: {len(pairs)} pairs ({time.time() - t0:.0f} s)")
     dev = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device)
     run = _Run(out, base, pairs, batch_size, epochs, lr, max_length, train_embeddings, log, dev)
@@ -137,7 +138,7 @@ def train_nli(
     return export_nli(run.model, run.tok, out, pairs, dict(
         base=base, seed=seed, epochs=epochs, batch_size=batch_size, lr=lr, max_length=max_length,
         synthetic=synthetic, scale=scale, train_embeddings=train_embeddings, paired=paired, hard_swaps=hard_swaps,
-        claims=claims, claim_twins=claim_twins, steps=run.total,
+        claims=claims, claim_twins=claim_twins, claim_objects=claim_objects, steps=run.total,
         device=dev.type,
         train_seconds=round(run.before + time.time() - t0)), data, eval_limit, log)
 
@@ -296,7 +297,8 @@ def _command(a: dict, out: str, base: str | None) -> str:
             + (f" --scale {a['scale']:g}" if a.get("scale", 1.0) != 1.0 else "")
             + (" --train-embeddings" if a.get("train_embeddings") else "") + (" --paired" if a.get("paired") else "")
             + (" --hard-swaps" if a.get("hard_swaps") else "") + (f" --claims {a['claims']}" if a.get("claims") else "")
-            + (" --claim-twins" if a.get("claim_twins") else ""))
+            + (" --claim-twins" if a.get("claim_twins") else "")
+            + (" --claim-objects" if a.get("claim_objects") else ""))
 
 
 def _training_lines(stages: list[dict]) -> list[str]:
