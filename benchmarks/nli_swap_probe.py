@@ -7,8 +7,10 @@ still reads a rephrased or less detailed one as supported (EVALUATION.md, issue 
     .venv/bin/python benchmarks/nli_swap_probe.py                    # the packaged halluscope-nli
     .venv/bin/python benchmarks/nli_swap_probe.py runs/nli10/model -v # another model, every pair shown
 """
-import sys, numpy as np
+import sys
+
 from halluscope.models.nli import load_nli
+
 C = [("Canberra is the capital of Australia.", "Sydney is the capital of Australia."),
  ("Canberra is the capital of Australia.", "Melbourne is the capital of Australia."),
  ("Canberra is the capital of Australia.", "Paris is the capital of Australia."),

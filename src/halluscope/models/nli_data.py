@@ -26,10 +26,9 @@ claims that holds it (entailment) or holds it before one entity, number or date 
 (contradiction, paired with the entailment), or of other claims (neutral). Prose passages hold few sentences as
 short as an LLM's answer to a question, and a model trained without them misses most one-fact swaps in sentences
 that short (halluscope-nli v2: 5 of 20 in ``benchmarks/nli_swap_probe.py``; v3, v2 plus one epoch with them:
-12). With ``twins``, each minimal pair also
-gets the claim with one detail dropped (a full date cut to its year, a full name to the surname) as entailment
-against the same premise: a model trained hard on minimal pairs alone learns that any edit is a contradiction
-(EVALUATION.md, issue 13, "Short-claim pairs").
+12). With ``twins``, each minimal pair also gets the claim with one detail dropped (a full date cut to its year, a
+full name to the surname) as entailment against the same premise: a model trained hard on minimal pairs alone learns
+that any edit is a contradiction (EVALUATION.md, issue 13, "Short-claim pairs").
 """
 
 from __future__ import annotations

@@ -37,17 +37,14 @@ def _read_pairs(path: Path) -> list[Pair]:
         return [Pair(**json.loads(line)) for line in f if line.strip()]
 
 
-def _load_mixture(out: Path, data: Path, synthetic: int, seed: int, scale: float, paired: bool,
-                  mixture: Path | None = None, hard: bool = False, claims: int = 0, twins: bool = False,
-                  objects: bool = False) -> list[Pair]:
+def _load_mixture(out: Path, data: Path, mixture: Path | None, **build) -> list[Pair]:
     """``OUT/mixture.jsonl`` where it exists (a resumed run), else the given ``mixture`` file (another run's, e.g. on
-    a GPU machine without the data folder), else built from ``data``; written to ``OUT/mixture.jsonl`` once."""
+    a GPU machine without the data folder), else built from ``data`` (``build``: the arguments of
+    :func:`build_mixture`); written to ``OUT/mixture.jsonl`` once."""
     path = out / "mixture.jsonl"
     if path.is_file():
         return _read_pairs(path)
-    pairs = _read_pairs(mixture) if mixture else build_mixture(data, synthetic=synthetic, seed=seed, scale=scale,
-                                                               paired=paired, hard=hard, claims=claims,
-                                                               twins=twins, objects=objects)
+    pairs = _read_pairs(mixture) if mixture else build_mixture(data, **build)
     tmp = path.with_suffix(".tmp")
     tmp.write_text("".join(json.dumps(asdict(p)) + "\n" for p in pairs), encoding="utf-8")
     tmp.replace(path)
@@ -125,8 +122,8 @@ def train_nli(
         torch.set_num_threads(threads)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     t0 = time.time()
-    pairs = _load_mixture(out, data, synthetic, seed, scale, paired, Path(mixture) if mixture else None, hard_swaps,
-                          claims, claim_twins, claim_objects)
+    pairs = _load_mixture(out, data, Path(mixture) if mixture else None, synthetic=synthetic, seed=seed, scale=scale,
+                          paired=paired, hard=hard_swaps, claims=claims, twins=claim_twins, objects=claim_objects)
     log(f"mixture: {len(pairs)} pairs ({time.time() - t0:.0f} s)")
     dev = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device)
     run = _Run(out, base, pairs, batch_size, epochs, lr, max_length, train_embeddings, log, dev)
