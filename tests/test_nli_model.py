@@ -141,13 +141,24 @@ def test_train_nli_end_to_end_on_a_tiny_slice(tmp_path, data_dir):
                       mixture=bundle, device="cpu", log=lambda m: None)
     assert moved["mixture"] == rec["mixture"] and moved["args"]["steps"] == rec["args"]["steps"]
     assert moved["args"]["device"] == "cpu"
-    # a run continuing a trained model keeps its lineage: the packaged card names both commands, in order
+    # a run continuing a trained model keeps its lineage: the packaged card names both commands, in order; its
+    # mixture comes xz-compressed and its weights leave in parts of at most 16 MB, joined bit for bit by --package
+    import lzma
+
     from halluscope.models.nli_train import package_model
 
+    xz = tmp_path / "mixture.jsonl.xz"
+    xz.write_bytes(lzma.compress((tmp_path / "mixture.jsonl").read_bytes()))
     cont = train_nli(tmp_path / "no_data", tmp_path / "cont", base=str(tmp_path / "moved" / "model"), epochs=1,
-                     lr=3e-5, scale=0.5, eval_limit=0, batch_size=16, mixture=bundle, log=lambda m: None)
-    assert cont["base_record"]["args"] == moved["args"]
-    card = (package_model(tmp_path / "cont" / "model", tmp_path / "pkg") / "MODEL_CARD.md").read_text()
+                     lr=3e-5, scale=0.5, eval_limit=0, batch_size=16, mixture=xz, part_mb=16, log=lambda m: None)
+    assert cont["base_record"]["args"] == moved["args"] and cont["mixture"] == rec["mixture"]
+    parts = sorted((tmp_path / "cont" / "model_parts").glob("model.safetensors.part*"))
+    assert len(parts) == 3 and max(p.stat().st_size for p in parts) <= 16_000_000
+    assert not (tmp_path / "cont" / "model_parts" / "model.safetensors").exists()
+    pkg = package_model(tmp_path / "cont" / "model_parts", tmp_path / "pkg")
+    whole = (tmp_path / "cont" / "model" / "model.safetensors").read_bytes()
+    assert (pkg / "model.safetensors").read_bytes() == whole and not list(pkg.glob("*.part*"))
+    card = (pkg / "MODEL_CARD.md").read_text()
     first = card.index("1. `halluscope train-nli --out DIR1 --seed 0 --epochs 1 --lr 6e-05")
     assert card.index("2. `halluscope train-nli --out DIR2 --base DIR1/model --seed 0 --epochs 1 --lr 3e-05") > first
     assert "--scale 0.5" in card and "## Data of run 2" in card and "`minilm`" in card

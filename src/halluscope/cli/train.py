@@ -141,6 +141,8 @@ def train_nli_cmd(
                                            "building the mixture from --data; --data then only serves the evaluation."),
     device: str = typer.Option("auto", "--device", help="auto (a CUDA GPU where torch sees one, else the CPU), cpu "
                                "or cuda."),
+    part_mb: float = typer.Option(0, "--part-mb", help="Also write OUT/model_parts: the weights in files of at "
+                                  "most this many MB, to move them off a leased machine; --package joins them."),
     package: Optional[Path] = typer.Option(None, "--package", help="Instead of training: copy this exported model "
                                            "folder into the package as the default NLI and write its model card."),
     evaluation: Optional[Path] = typer.Option(None, "--evaluation", help="With --package: the JSON of "
@@ -164,9 +166,7 @@ def train_nli_cmd(
     rec = train_nli(data, out, base=base, seed=seed, epochs=epochs, batch_size=batch_size, lr=lr,
                     max_length=max_length, synthetic=synthetic, scale=scale, eval_limit=eval_limit,
                     stop_after_minutes=stop_after, train_embeddings=train_embeddings, paired=paired,
-                    hard_swaps=hard_swaps, claims=claims, claim_twins=claim_twins,
-                    claim_objects=claim_objects,
-                    mixture=mixture,
-                    device=device, log=lambda m: err.print(m, highlight=False))
+                    hard_swaps=hard_swaps, claims=claims, claim_twins=claim_twins, claim_objects=claim_objects,
+                    mixture=mixture, device=device, part_mb=part_mb, log=lambda m: err.print(m, highlight=False))
     print(json.dumps(rec.get("metrics", rec), indent=1))
 

@@ -31,8 +31,11 @@ from .nli_data import LABELS, Pair, build_mixture, mixture_summary
 
 
 def _read_pairs(path: Path) -> list[Pair]:
-    """Pairs from a mixture file (``.jsonl``, or ``.jsonl.gz`` to move it to another machine)."""
-    opener = gzip.open if path.suffix == ".gz" else open
+    """Pairs from a mixture file (``.jsonl``, or ``.jsonl.gz`` / ``.jsonl.xz`` to move it to another machine: xz is
+    about a third of gzip's size for v4's 104k-pair mixture, 3.4 MB)."""
+    import lzma
+
+    opener = {".gz": gzip.open, ".xz": lzma.open}.get(path.suffix, open)
     with opener(path, "rt", encoding="utf-8") as f:
         return [Pair(**json.loads(line)) for line in f if line.strip()]
 
@@ -103,13 +106,14 @@ def train_nli(
     claim_objects: bool = False,
     mixture: str | Path | None = None,
     device: str = "auto",
+    part_mb: float = 0,
     log=print,
 ) -> dict:
     """Train, evaluate and export; returns the training record (also written to ``OUT/model/training.json``).
     ``stop_after_minutes`` ends the run early with a checkpoint (run again to continue). ``mixture``: train on this
     pairs file instead of building the mixture from ``data`` (``data`` then only serves the MNLI evaluation).
     ``device``: ``auto`` (a CUDA GPU where torch sees one, else the CPU), ``cpu`` or ``cuda``; bf16 autocast where
-    the device runs it natively."""
+    the device runs it natively. ``part_mb``: also write the model as ``OUT/model_parts`` (:func:`write_parts`)."""
     import torch
 
     if device not in ("auto", "cpu", "cuda") or (device == "cuda" and not torch.cuda.is_available()):
@@ -118,8 +122,7 @@ def train_nli(
     out, data = Path(out), Path(data)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
-    if threads:
-        torch.set_num_threads(threads)
+    torch.set_num_threads(threads) if threads else None
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     t0 = time.time()
     pairs = _load_mixture(out, data, Path(mixture) if mixture else None, synthetic=synthetic, seed=seed, scale=scale,
@@ -132,12 +135,14 @@ def train_nli(
     if stopped and run.step < run.total:
         log(f"stopped at step {run.step}/{run.total}; run again with the same --out to continue")
         return {"step": run.step, "total": run.total, "stopped": True}
-    return export_nli(run.model, run.tok, out, pairs, dict(
+    rec = export_nli(run.model, run.tok, out, pairs, dict(
         base=base, seed=seed, epochs=epochs, batch_size=batch_size, lr=lr, max_length=max_length,
         synthetic=synthetic, scale=scale, train_embeddings=train_embeddings, paired=paired, hard_swaps=hard_swaps,
-        claims=claims, claim_twins=claim_twins, claim_objects=claim_objects, steps=run.total,
-        device=dev.type,
+        claims=claims, claim_twins=claim_twins, claim_objects=claim_objects, steps=run.total, device=dev.type,
         train_seconds=round(run.before + time.time() - t0)), data, eval_limit, log)
+    if part_mb:
+        log(f"parts of at most {part_mb:g} MB: {write_parts(out / 'model', out / 'model_parts', part_mb)}")
+    return rec
 
 
 class _Run:
@@ -365,13 +370,48 @@ def model_card(record: dict, evaluation: dict | None = None) -> str:
     return "\n".join(lines)
 
 
+def write_parts(model_dir: Path, dest: Path, part_mb: float) -> Path:
+    """The exported model in files of at most ``part_mb`` MB, to move it from a machine that only lets small files
+    out (a leased GPU): ``model.safetensors`` cut into ``model.safetensors.part000``, ``.part001``, ... beside the
+    small files. :func:`join_parts` (or ``cat model.safetensors.part* > model.safetensors``) puts it back."""
+    import shutil
+
+    dest.mkdir(parents=True, exist_ok=True)
+    size = int(part_mb * 1_000_000)
+    for f in model_dir.iterdir():
+        if f.is_file() and f.name != "model.safetensors":
+            shutil.copy2(f, dest / f.name)
+    with open(model_dir / "model.safetensors", "rb") as src:
+        for i, chunk in enumerate(iter(lambda: src.read(size), b"")):
+            (dest / f"model.safetensors.part{i:03d}").write_bytes(chunk)
+    return dest
+
+
+def join_parts(folder: Path) -> bool:
+    """Join ``model.safetensors.part*`` (:func:`write_parts`) back into ``model.safetensors``; False where there
+    are no parts."""
+    parts = sorted(folder.glob("model.safetensors.part[0-9][0-9][0-9]"))
+    if not parts:
+        return False
+    tmp = folder / "model.safetensors.tmp"
+    with open(tmp, "wb") as out:
+        for p in parts:
+            out.write(p.read_bytes())
+    tmp.replace(folder / "model.safetensors")
+    for p in parts:
+        p.unlink()
+    return True
+
+
 def package_model(model_dir: str | Path, dest: str | Path | None = None, evaluation: dict | None = None) -> Path:
-    """Copy an exported model (``OUT/model``) into the package as the shipped default and write its MODEL_CARD.md."""
+    """Copy an exported model (``OUT/model``, or ``OUT/model_parts`` joined first) into the package as the shipped
+    default and write its MODEL_CARD.md."""
     import shutil
 
     from .registry import packaged_nli_path
 
     src, dest = Path(model_dir), Path(dest) if dest else packaged_nli_path()
+    join_parts(src)  # a model moved in parts (``--part-mb``)
     record = json.loads((src / "training.json").read_text(encoding="utf-8"))
     dest.mkdir(parents=True, exist_ok=True)
     for f in src.iterdir():
