@@ -32,7 +32,7 @@ from .nli_data import LABELS, Pair, build_mixture, mixture_summary
 
 def _read_pairs(path: Path) -> list[Pair]:
     """Pairs from a mixture file (``.jsonl``, or ``.jsonl.gz`` / ``.jsonl.xz`` to move it to another machine: xz is
-    about a third of gzip's size for v4's 104k-pair mixture, 3.4 MB)."""
+    about 40% of gzip's size: 3.4 MB for a 104k-pair mixture)."""
     import lzma
 
     opener = {".gz": gzip.open, ".xz": lzma.open}.get(path.suffix, open)
@@ -109,11 +109,10 @@ def train_nli(
     part_mb: float = 0,
     log=print,
 ) -> dict:
-    """Train, evaluate and export; returns the training record (also written to ``OUT/model/training.json``).
-    ``stop_after_minutes`` ends the run early with a checkpoint (run again to continue). ``mixture``: train on this
-    pairs file instead of building the mixture from ``data`` (``data`` then only serves the MNLI evaluation).
-    ``device``: ``auto`` (a CUDA GPU where torch sees one, else the CPU), ``cpu`` or ``cuda``; bf16 autocast where
-    the device runs it natively. ``part_mb``: also write the model as ``OUT/model_parts`` (:func:`write_parts`)."""
+    """Train, evaluate and export; returns the training record (also in ``OUT/model/training.json``).
+    ``stop_after_minutes``: stop early with a checkpoint (run again to continue). ``mixture``: train on this pairs
+    file, not on a mixture built from ``data`` (then only the MNLI evaluation's). ``device``: ``auto`` (CUDA where torch
+    sees a GPU, else the CPU), ``cpu`` or ``cuda``; bf16 autocast where native. ``part_mb``: :func:`write_parts`."""
     import torch
 
     if device not in ("auto", "cpu", "cuda") or (device == "cuda" and not torch.cuda.is_available()):
@@ -122,7 +121,8 @@ def train_nli(
     out, data = Path(out), Path(data)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
-    torch.set_num_threads(threads) if threads else None
+    if threads:
+        torch.set_num_threads(threads)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     t0 = time.time()
     pairs = _load_mixture(out, data, Path(mixture) if mixture else None, synthetic=synthetic, seed=seed, scale=scale,
