@@ -8,7 +8,6 @@ scored with each, and what changed written in gzipped parts, as device_run.py do
 An experiment for speed: the NLI model is 90% of the default detector's time on a CPU, and its cost is linear in
 the number of layers."""
 import copy
-import gzip
 import json
 import lzma
 import math
@@ -22,6 +21,7 @@ sys.path.insert(0, "src")
 import torch  # noqa: E402
 from transformers import AutoModelForSequenceClassification, AutoTokenizer  # noqa: E402
 
+from device_run import WORK, read_units, score_units, send_weights  # noqa: E402 (beside this file)
 from halluscope.models.nli_train import _batches, _label_id, _loss  # noqa: E402
 
 OUT, CARRY, KEEP = Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3])
@@ -29,6 +29,7 @@ TINY = len(sys.argv) > 4
 BASE, DEV = "src/halluscope/data/nli_model", "cuda" if torch.cuda.is_available() else "cpu"
 EPOCHS, LR, BS, MAXLEN = (0.1 if TINY else 2.0), 5e-5, 64, 128
 OUT.mkdir(parents=True, exist_ok=True)
+WORK.mkdir(exist_ok=True)
 
 
 def log(*a):
@@ -90,30 +91,15 @@ def train(st, tok, ids, types, labels, t_logits):
 
 
 def score_and_send(name, st, tok):
-    from halluscope.models.nli import HFNLI
+    import numpy as np
 
     d = Path(f"/tmp/distill/{name}")
     st.to(torch.float16).save_pretrained(d)
     tok.save_pretrained(d)
     (d / "training.json").write_text(json.dumps({"args": {"max_length": MAXLEN, "layers": KEEP[name], "epochs": EPOCHS,
                                                           "lr": LR, "batch_size": BS, "distilled_from": BASE}}))
-    with lzma.open(CARRY / "units.jsonl.xz", "rt", encoding="utf-8") as f:
-        units = [tuple(json.loads(line)) for line in f][: 300 if TINY else None]
-    nli = HFNLI(str(d), device=DEV, batch_size=256)
-    order = sorted(range(len(units)), key=lambda i: len(units[i][0]) + len(units[i][1]))
-    probs = torch.zeros(len(units), 3).numpy()
-    for s in range(0, len(order), 256):
-        idx = order[s:s + 256]
-        probs[idx] = nli._forward([units[i] for i in idx])
-    import numpy as np
-    from safetensors.torch import load_file, save_file
-
-    np.savez_compressed(d / f"{name}_probs.npz", probs=probs)
-    sd = {k: v.contiguous() for k, v in load_file(str(d / "model.safetensors")).items() if "word_embeddings" not in k}
-    save_file(sd, str(d / "w.safetensors"))
-    data = gzip.compress((d / "w.safetensors").read_bytes(), compresslevel=1)
-    for i in range(0, len(data), 15_000_000):
-        (OUT / f"{name}_w.gz.part{i // 15_000_000}").write_bytes(data[i:i + 15_000_000])
+    np.savez_compressed(d / f"{name}_probs.npz", probs=score_units(d, read_units(CARRY, TINY), DEV))
+    send_weights(name, d, OUT, full=False)
     with tarfile.open(OUT / f"{name}_small.tar.gz", "w:gz") as tar:  # each student's files as soon as it is done
         for f in (f"{name}_probs.npz", "training.json", "config.json"):
             tar.add(d / f, arcname=f"{name}/{f}")
