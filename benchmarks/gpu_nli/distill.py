@@ -22,7 +22,7 @@ import torch  # noqa: E402
 from transformers import AutoModelForSequenceClassification, AutoTokenizer  # noqa: E402
 
 from device_run import WORK, read_units, score_units, send_weights  # noqa: E402 (beside this file)
-from halluscope.models.nli_train import _batches, _label_id, _loss  # noqa: E402
+from halluscope.models.nli_train import _batches, _label_id, _loss, linear_schedule  # noqa: E402
 
 OUT, CARRY, KEEP = Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3])
 TINY = len(sys.argv) > 4
@@ -65,8 +65,7 @@ def train(st, tok, ids, types, labels, t_logits):
     opt = torch.optim.AdamW(params, lr=LR, weight_decay=0.01)
     per_epoch = math.ceil(len(ids) / BS)
     total = int(per_epoch * EPOCHS)
-    warm = max(1, int(0.06 * total))
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min((s + 1) / warm, max(0.0, (total - s) / (total - warm))))
+    sched = linear_schedule(opt, total)
     step, t0 = 0, time.time()
     while step < total:
         for b in _batches([len(x) for x in ids], BS, random.Random(step // per_epoch)):

@@ -101,7 +101,10 @@ class Pair:
 
 
 def _rows(path: Path) -> Iterator[dict]:
-    opener = gzip.open if path.suffix == ".gz" else open
+    """The JSON rows of a ``.jsonl`` file, plain, ``.gz`` or ``.xz``."""
+    import lzma
+
+    opener = {".gz": gzip.open, ".xz": lzma.open}.get(path.suffix, open)
     with opener(path, "rt", encoding="utf-8") as f:
         for line in f:
             if line.strip():

@@ -18,7 +18,6 @@ A base encoder (default: all-MiniLM-L6-v2 from its pip package; any Hugging Face
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 import os
@@ -27,17 +26,13 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from .nli_data import LABELS, Pair, build_mixture, mixture_summary
+from .nli_data import LABELS, Pair, _rows, build_mixture, mixture_summary
 
 
 def _read_pairs(path: Path) -> list[Pair]:
     """Pairs from a mixture file (``.jsonl``, or ``.jsonl.gz`` / ``.jsonl.xz`` to move it to another machine: xz is
     about 40% of gzip's size: 3.4 MB for a 104k-pair mixture)."""
-    import lzma
-
-    opener = {".gz": gzip.open, ".xz": lzma.open}.get(path.suffix, open)
-    with opener(path, "rt", encoding="utf-8") as f:
-        return [Pair(**json.loads(line)) for line in f if line.strip()]
+    return [Pair(**r) for r in _rows(path)]
 
 
 def _load_mixture(out: Path, data: Path, mixture: Path | None, **build) -> list[Pair]:
@@ -77,6 +72,15 @@ def _loss(logits, labels):
     loss[three] = -logp[three, labels[three]]
     loss[~three] = -torch.logsumexp(logp[~three, 1:], dim=-1)
     return loss.mean()
+
+
+def linear_schedule(opt, total: int):
+    """Linear warm-up over the first 6% of ``total`` steps, then linear decay to 0."""
+    import torch
+
+    warm = max(1, int(0.06 * total))
+    return torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min((s + 1) / warm, max(0.0, (total - s) / max(1, total - warm))))
 
 
 def _label_id(label: str) -> int:
@@ -178,9 +182,7 @@ class _Run:
         self.batch_size, self.log = batch_size, log
         self.steps_per_epoch = math.ceil(len(pairs) / batch_size)
         self.total = total = int(self.steps_per_epoch * epochs)
-        warm = max(1, int(0.06 * total))
-        self.sched = torch.optim.lr_scheduler.LambdaLR(
-            self.opt, lambda s: min((s + 1) / warm, max(0.0, (total - s) / max(1, total - warm))))
+        self.sched = linear_schedule(self.opt, total)
         self.step, self.before, self.ckpt = 0, 0.0, out / "checkpoint.pt"  # before: seconds of earlier runs
         if self.ckpt.is_file():  # a checkpoint moves between devices (e.g. begun on a GPU, finished on a CPU)
             state = torch.load(self.ckpt, weights_only=False, map_location=self.device)
