@@ -127,6 +127,8 @@ def test_detector_scores_claims_on_the_shared_nli_cache(detector_models, wikibio
             if c.text == it.sentences[c.sentence]:  # the same (premise, hypothesis) pairs as the sentence's
                 same += 1
                 assert it.claim_scores["nli"][k] == it.sentence_scores["nli"][c.sentence]
+                # the same scores and the same sample count (2, below the calibration's 3): the same probability
+                assert it.claim_scores["probability"][k] == pytest.approx(it.sentence_scores["probability"][c.sentence])
     assert same >= 1  # Matthew Aylmer's passage has sentences that are one claim
     n = len(seen)
     det.score(recs)

@@ -138,6 +138,62 @@ def test_no_function_over_60_lines_and_the_cli_stays_thin():
         assert len(path.read_text().splitlines()) <= 400, path
 
 
+def test_platt_follows_the_sample_count_and_a_refit_keeps_that():
+    """Platt scaling with the number of samples as a covariate recovers a known dependence on log n, does not
+    extrapolate outside the fitted counts, reads an unknown count (0) as the reference, survives to_dict/from_dict
+    (and files written before it load as plain Platt); a refit on one sample count re-anchors there and keeps the
+    shape, so it changes nothing when the data already follow the fitted map."""
+    import dataclasses
+
+    from halluscope.combine import Platt, from_dict
+
+    rng = np.random.default_rng(0)
+    z, n = rng.normal(size=20000), rng.choice([3, 5, 10, 20], size=20000)
+    lg = np.log(n / 20)
+    y = (rng.random(len(z)) < 1 / (1 + np.exp(-((1.6 + 0.2 * lg) * z + 1.2 + 0.3 * lg)))).astype(int)
+    p = Platt().fit(z, y, n)
+    assert (p.n_min, p.n_ref, p.n_max) == (3, 20, 20)
+    assert [p.a, p.b, p.a_n, p.b_n] == pytest.approx([1.6, 1.2, 0.2, 0.3], abs=0.12)
+    assert p.predict_proba([0.5], 3)[0] < p.predict_proba([0.5], 20)[0]
+    assert p.predict_proba([0.5], 1)[0] == p.predict_proba([0.5], 3)[0]  # clipped to the fitted range
+    assert p.predict_proba([0.5], 50)[0] == p.predict_proba([0.5], 0)[0] == p.predict_proba([0.5])[0]
+    assert from_dict(p.to_dict()).predict_proba([0.5], 5) == pytest.approx(p.predict_proba([0.5], 5))
+    old = from_dict({"kind": "platt", "a": 1.5, "b": 1.0})
+    assert old.predict_proba([0.5], 3)[0] == pytest.approx(1 / (1 + np.exp(-1.75)))
+    five = n == 5
+    r = dataclasses.replace(p).refit(z[five], y[five], n[five])
+    assert (r.n_ref, r.n_min, r.n_max, r.a_n, r.b_n) == (5, 3, 20, p.a_n, p.b_n)
+    assert r.predict_proba([-1, 0.5, 2], 10) == pytest.approx(p.predict_proba([-1, 0.5, 2], 10), abs=0.03)
+    mixed = dataclasses.replace(p).refit(z, y, n)
+    assert (mixed.n_ref, mixed.a, mixed.b) == (20, pytest.approx(p.a, abs=0.01), pytest.approx(p.b, abs=0.01))
+    plain = Platt().fit(z, y)
+    assert plain.a_n == plain.b_n == 0 and plain.predict_proba([0.5], 3) == plain.predict_proba([0.5], 20)
+
+
+def test_default_probability_uses_the_records_sample_count():
+    """The packaged calibration is fitted at several sample counts: the same component scores mean more with 20
+    samples than with 3, and the probability is the packaged formula at the record's own count."""
+    from halluscope import calibration
+    from halluscope.types import ItemResult
+
+    cal = calibration.load()
+    assert cal.sentence.a_n or cal.sentence.b_n
+    assert (cal.sentence.n_min, cal.sentence.n_max, cal.response.n_min, cal.response.n_max) == (3, 20, 3, 10)
+    scores = {"ngram1_max_rel": [1.0, 0.9], "bertscore": [0.6, 0.3], "nli_support": [0.95, 0.4], "entity": [1.0, 0.5]}
+    got = {}
+    for n in (3, 20):
+        it = ItemResult(id=f"n{n}", sentences=["a.", "b."], num_samples=n,
+                        sentence_scores={m: list(v) for m, v in scores.items()})
+        calibration.apply([it], cal)
+        z = cal.base.transform(np.column_stack([scores[m] for m in cal.components]))
+        lg = np.log(min(n, cal.sentence.n_max) / cal.sentence.n_ref)
+        a, b = cal.sentence.a + cal.sentence.a_n * lg, cal.sentence.b + cal.sentence.b_n * lg
+        want = 1 / (1 + np.exp(-(a * z + b)))
+        assert it.sentence_scores["probability"] == pytest.approx(want, abs=1e-12)
+        got[n] = it.sentence_scores["probability"][0]
+    assert got[20] > got[3] > 0.5
+
+
 def test_calibration_without_its_components_names_the_record_and_the_missing_methods():
     """Recomputing the probability of results that lack a component (e.g. `evaluate --calibration -m probability`)
     is a clear error naming the record and the methods, not a KeyError traceback."""

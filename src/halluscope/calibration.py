@@ -1,17 +1,22 @@
 """The default output: a calibrated probability of hallucination per sentence and per answer, with a flag.
 
     z(i)        = mean over the default methods m of (x_m(i) - mean_m) / sd_m      (SelfCheckGPT-Combination, §5.4)
-    P_sent(i)   = sigmoid(a_s * z(i) + b_s)                                        (Platt scaling)
-    P_resp      = sigmoid(a_r * mean_i z(i) + b_r)
+    l           = ln(n / n_ref), n the record's number of samples (clipped to the counts fitted at)
+    P_sent(i)   = sigmoid((a_s + a_s' l) * z(i) + b_s + b_s' l)                    (Platt scaling, by sample count)
+    P_resp      = sigmoid((a_r + a_r' l) * mean_i z(i) + b_r + b_r' l)
     flag        = P >= threshold (0.5)
 
-mean_m and sd_m are those of WikiBio GPT-3 passages 0-118 (the development half); (a_s, b_s) are fitted on the same
-passages' sentences against their human labels (positive: minor or major inaccurate); (a_r, b_r) on graded answers
-(SAC3 NQ-Open: gpt-3.5's answers with 10 samples each, positive: the answer is wrong), so the answer-level
-probability is calibrated on short answers from another source than the sentence one. Everything is fixed at fit
-time and packaged in ``data/calibration.json`` (``halluscope calibrate`` rewrites it): a record gets the same
-probability alone as in any batch. Calibration on the held-out passages 119-237 (ECE, Brier score, reliability
-diagram) is in EVALUATION.md.
+mean_m and sd_m are those of WikiBio GPT-3 passages 0-118 (the development half) with all 20 samples; the sentence
+map is fitted on the same passages' sentences against their human labels (positive: minor or major inaccurate),
+scored with their first 3, 5, 10 and 20 samples; the answer map on graded answers (SAC3 NQ-Open: gpt-3.5's answers,
+positive: the answer is wrong) with their first 3, 5 and 10 samples, so the answer-level probability is calibrated on
+short answers from another source than the sentence one. The sample count enters because the same component scores
+mean less with fewer samples (every consistency score is noisier, and an n-gram model of 3 samples has seen fewer
+words): without it, sentences checked with 3 samples got probabilities too high (held-out mean 0.785 for a
+hallucination rate of 0.724; ECE 0.071 against 0.025 with 20).
+Everything is fixed at fit time and packaged in ``data/calibration.json`` (``halluscope calibrate`` rewrites it):
+a record gets the same probability alone as in any batch. Calibration on the held-out passages 119-237 (ECE, Brier
+score, reliability diagram) is in EVALUATION.md.
 """
 
 from __future__ import annotations
@@ -71,9 +76,9 @@ def apply(items: list[ItemResult], cal: Calibrated) -> None:
             raise ValueError(f"record {it.id}: no {', '.join(missing)} scores, which the calibrated probability is "
                              f"computed from ({', '.join(cal.components)}): score them, or keep them in --methods")
         X = np.column_stack([np.asarray(it.sentence_scores[m], float) for m in cal.components])
-        p = cal.sentence_proba(X)
+        p = cal.sentence_proba(X, it.num_samples)
         it.sentence_scores[NAME] = [float(x) for x in p]
-        it.passage_scores[NAME] = cal.response_proba(X)
+        it.passage_scores[NAME] = cal.response_proba(X, it.num_samples)
         it.flags = {"threshold": cal.threshold, "sentences": [bool(x >= cal.threshold) for x in p],
                     "response": bool(it.passage_scores[NAME] >= cal.threshold)}
 
@@ -87,22 +92,84 @@ def zstats(results: Results) -> dict[str, list[float]]:
     return {m: [mu, sd] for m, mu, sd in zip(methods, zm.mean, zm.scale)}
 
 
-def fit(dev: Results, graded: Results, graded_wrong: list[bool], components=DEFAULT_COMPONENTS,
+def fit(dev: list[Results], graded: list[Results], graded_wrong: dict[str, bool], components=DEFAULT_COMPONENTS,
         dev_name: str = "WikiBio GPT-3 passages 0-118", graded_name: str = "SAC3 NQ-Open") -> dict:
-    """The calibration file's content: z statistics of every method of ``dev``, the sentence Platt on ``dev``'s
-    labelled sentences, the answer Platt on ``graded`` (``graded_wrong[k]``: answer k is wrong)."""
+    """The calibration file's content. ``dev``: the development passages scored at one or more sample counts (the
+    z statistics of every method come from the run with the most samples), ``graded``: the graded answers likewise
+    (``graded_wrong[id]``: the answer is wrong). The sentence Platt is fitted on ``dev``'s labelled sentences, the
+    answer Platt on ``graded``, each over all its runs with the sample count as a covariate (:class:`Platt`).
+    ``fit_report`` says per level and sample count how well each map fits (:func:`fit_report`)."""
     from .scorers.combination import matrix
 
-    stats = zstats(dev)
+    full = max(dev, key=lambda r: max((it.num_samples for it in r.items), default=0))
+    stats = zstats(full)
     comps = list(components)
     base = ZMean(comps, [stats[m][0] for m in comps], [stats[m][1] for m in comps], fitted_on=dev_name)
-    labelled = [it for it in dev.items if it.labels is not None]
+    labelled = [it for r in dev for it in r.items if it.labels is not None]
     y = (np.concatenate([np.asarray(it.labels, float) for it in labelled]) > 0.499).astype(int)
-    sent = Platt(fitted_on=f"{dev_name}: {len(y)} sentences").fit(base.transform(matrix(labelled, comps)), y)
-    resp_z = np.array([base.transform(matrix([it], comps)).mean() for it in graded.items])
-    resp = Platt(fitted_on=f"{graded_name}: {len(resp_z)} answers").fit(resp_z, np.asarray(graded_wrong, int))
+    n = np.concatenate([[it.num_samples] * len(it.labels) for it in labelled])
+    groups = np.concatenate([[it.id] * len(it.labels) for it in labelled])
+    z = base.transform(matrix(labelled, comps))
+    sent = Platt(fitted_on=f"{dev_name}: {len(y) // len(dev)} sentences, {_counts(dev)} samples").fit(z, y, n)
+    answers = [it for r in graded for it in r.items]
+    za = np.array([base.transform(matrix([it], comps)).mean() for it in answers])
+    ya = np.array([graded_wrong[it.id] for it in answers], int)
+    na = np.array([it.num_samples for it in answers])
+    resp = Platt(fitted_on=f"{graded_name}: {len(answers) // len(graded)} answers, {_counts(graded)} samples")
+    resp.fit(za, ya, na)
     cal = Calibrated(base, sent, resp, 0.5, fitted_on=f"sentences: {dev_name}; answers: {graded_name}")
-    return {"zstats": stats, "probability": cal.to_dict()}
+    report = {"sentence": fit_report(sent, z, y, n, groups),
+              "response": fit_report(resp, za, ya, na, np.array([it.id for it in answers]))}
+    return {"zstats": stats, "probability": cal.to_dict(), "fit_report": report}
+
+
+def fit_report(platt: Platt, z: np.ndarray, y: np.ndarray, n: np.ndarray, groups: np.ndarray,
+               folds: int = 5) -> dict:
+    """Per sample count: the fitted map's ECE and Brier score on the data it was fitted on, and out-of-fold (K-fold
+    over records, so a record's other sample counts never sit on the other side) for this map and for one Platt
+    scaling that ignores the sample count."""
+    from sklearn.model_selection import GroupKFold
+
+    from .evaluation.metrics import calibration as calib
+
+    oof_n, oof_plain = np.empty(len(z)), np.empty(len(z))
+    for tr, te in GroupKFold(folds).split(z, y, groups):
+        oof_n[te] = Platt().fit(z[tr], y[tr], n[tr]).predict_proba(z[te], n[te])
+        oof_plain[te] = Platt().fit(z[tr], y[tr]).predict_proba(z[te])
+    rows = {}
+    for c in sorted(set(n.tolist())):
+        m = n == c
+        row = {"n": int(m.sum()), "positive_rate": float(y[m].mean())}
+        for name, p in (("fitted", platt.predict_proba(z[m], n[m])), ("cv", oof_n[m]), ("cv_one_map", oof_plain[m])):
+            cal = calib(p, y[m])
+            row[name] = {"ece": cal["ece"], "brier": cal["brier"]}
+        rows[str(int(c))] = row
+    return rows
+
+
+def describe_fit_report(report: dict) -> list[str]:
+    """The lines ``calibrate`` prints from :func:`fit_report`."""
+    lines = []
+    for level, rows in report.items():
+        for c, r in rows.items():
+            f = lambda k: f"{r[k]['ece']:.3f} / {r[k]['brier']:.3f}"  # noqa: E731
+            lines.append(f"{level}s, {c} samples ({r['n']}, {r['positive_rate']:.0%} positive): ECE / Brier fitted "
+                         f"{f('fitted')}; cross-validated {f('cv')}, one map for all "
+                         f"counts {f('cv_one_map')}")
+    return lines
+
+
+def _counts(runs: list[Results]) -> str:
+    return "/".join(str(c) for c in sorted({it.num_samples for r in runs for it in r.items}))
+
+
+def describe_platt(d: dict) -> str:
+    """A Platt entry of the calibration file as its formula."""
+    text = f"p = sigmoid({d['a']:.3f} z {d['b']:+.3f})"
+    if d.get("a_n") or d.get("b_n"):
+        text = (f"p = sigmoid(({d['a']:.3f} {d['a_n']:+.3f} l) z {d['b']:+.3f} {d['b_n']:+.3f} l), "
+                f"l = ln(n / {d['n_ref']:g}), n = {d['n_min']:g}..{d['n_max']:g} samples")
+    return text
 
 
 def save(content: dict, path: str | Path | None = None) -> Path:
@@ -122,27 +189,44 @@ def graded_records(data: str | Path | None = None, limit: int | None = None):
     return recs, {it.id: not it.correct for it in items}
 
 
-def calibrate(data: str | Path | None = None, wikibio: str | Path | None = None, graded: str | Path | None = None,
-              progress: bool = False) -> dict:
-    """Fit the packaged calibration: z statistics and sentence Platt on WikiBio passages 0-118 (from a results file
-    of ``reproduce wikibio -o`` holding the default methods, or scored now), answer Platt on SAC3 NQ-Open (a results
-    file of ``score -o`` on its records, or scored now). Returns the content for :func:`save`."""
+SAMPLE_COUNTS = (3, 5, 10, 20)  # the sample counts the packaged probability is fitted at
+
+
+def calibrate(data: str | Path | None = None, wikibio=(), graded=(), progress: bool = False,
+              samples=SAMPLE_COUNTS) -> dict:
+    """Fit the packaged calibration: z statistics and sentence Platt on WikiBio passages 0-118, answer Platt on SAC3
+    NQ-Open, each at every count of ``samples`` (the first n samples of each record; SAC3 has 10, so its counts stop
+    there). ``wikibio`` / ``graded``: results files to use instead of scoring (``reproduce wikibio -o`` holding the
+    default methods, of which passages 0-118 are used; ``score -o`` on SAC3's records), one per sample count.
+    Scoring a record at a smaller count re-reads the NLI pairs and embeddings of the larger from the shared caches.
+    Returns the content for :func:`save`."""
     from .evaluation.wikibio import load_wikibio
     from .io import read_results
     from .pipeline import Detector
 
-    methods = list(DEFAULT_COMPONENTS)
+    det = Detector(methods=list(DEFAULT_COMPONENTS))
+    counts = sorted(set(samples), reverse=True)
     if wikibio:
-        dev = read_results(wikibio)
-        dev.items = dev.items[:119]
+        dev = [read_results(f) for f in wikibio]
+        for r in dev:
+            r.items = r.items[:119]
     else:
-        dev = Detector(methods=methods).score(load_wikibio(data, list(range(119))), progress=progress)
+        recs = load_wikibio(data, list(range(119)))
+        dev = [det.score(_first(recs, n), progress=progress) for n in counts]
     recs, wrong = graded_records(data)
-    res = read_results(graded) if graded else Detector(methods=methods).score(recs, progress=progress)
-    missing = [m for m in methods if dev.items and m not in dev.items[0].sentence_scores]
+    if graded:
+        res = [read_results(f) for f in graded]
+    else:
+        most = max(len(r.samples) for r in recs)
+        res = [det.score(_first(recs, n), progress=progress) for n in sorted({min(n, most) for n in counts})[::-1]]
+    missing = [m for m in DEFAULT_COMPONENTS if dev[0].items and m not in dev[0].items[0].sentence_scores]
     if missing:
         raise ValueError(f"the WikiBio results lack the default methods {missing}")
-    return fit(dev, res, [wrong[it.id] for it in res.items])
+    return fit(dev, res, wrong)
+
+
+def _first(records: list, n: int) -> list:
+    return [dataclasses.replace(r, samples=list(r.samples[:n])) for r in records]
 
 
 def report(results: Results, wrong: dict[str, bool] | None = None, bins: int = 10) -> dict:
@@ -163,23 +247,28 @@ def report(results: Results, wrong: dict[str, bool] | None = None, bins: int = 1
     return out
 
 
-def _cv_platt(z: np.ndarray, y: np.ndarray, folds: int) -> np.ndarray:
-    """Out-of-fold probabilities of a Platt scaling of ``z`` (stratified K-fold, seed 0)."""
+def _refit(platt: Platt, z: np.ndarray, y: np.ndarray, n: np.ndarray, fitted_on: str = "") -> Platt:
+    """A copy of ``platt`` with a and b refitted on (z, y), sample counts n (:meth:`Platt.refit`)."""
+    return dataclasses.replace(platt, fitted_on=fitted_on or platt.fitted_on).refit(z, y, n)
+
+
+def _cv_platt(platt: Platt, z: np.ndarray, y: np.ndarray, n: np.ndarray, folds: int) -> np.ndarray:
+    """Out-of-fold probabilities of a refit of ``platt`` on ``z`` (stratified K-fold, seed 0)."""
     from sklearn.model_selection import StratifiedKFold
 
     out = np.empty(len(z))
     k = max(2, min(folds, int(min(y.sum(), len(y) - y.sum()))))
     for tr, te in StratifiedKFold(k, shuffle=True, random_state=0).split(z.reshape(-1, 1), y):
-        out[te] = Platt().fit(z[tr], y[tr]).predict_proba(z[te])
+        out[te] = _refit(platt, z[tr], y[tr], n[tr]).predict_proba(z[te], n[te])
     return out
 
 
-def _before_after(before: np.ndarray, z: np.ndarray, y: np.ndarray, folds: int) -> dict:
+def _before_after(platt: Platt, z: np.ndarray, y: np.ndarray, n: np.ndarray, folds: int) -> dict:
     from sklearn.metrics import roc_auc_score
 
     from .evaluation.metrics import calibration as calib
 
-    after = _cv_platt(z, y, folds)
+    before, after = platt.predict_proba(z, n), _cv_platt(platt, z, y, n, folds)
     row = {}
     for name, p in (("before", before), ("after_cv", after)):
         c = calib(p, y)
@@ -211,22 +300,24 @@ def refit_from_reviews(db: str | None = None, base: str | Path | None = None, fo
     engine = make_engine(db)
     sentences, answers = reviewed_items(engine)
     report: dict = {"sentences_reviewed": 0, "answers_reviewed": len(answers)}
-    z, y = [], []
+    z, y, n = [], [], []
     for it, labels in sentences:
         zs = cal.base.transform(np.column_stack([it.sentence_scores[m] for m in cal.components]))
         z += [zs[i] for i, lab in enumerate(labels) if lab is not None]
         y += [lab for lab in labels if lab is not None]
-    z, y = np.asarray(z, float), np.asarray(y, int)
+        n += [it.num_samples for lab in labels if lab is not None]
+    z, y, n = np.asarray(z, float), np.asarray(y, int), np.asarray(n, float)
     report["sentences_reviewed"] = len(y)
     if len(y) >= min_reviews and 0 < y.sum() < len(y):
-        report["sentence"] = _before_after(cal.sentence.predict_proba(z), z, y, folds)
-        cal.sentence = Platt(fitted_on=f"{len(y)} reviewed sentences (halluscope serve)").fit(z, y)
+        report["sentence"] = _before_after(cal.sentence, z, y, n, folds)
+        cal.sentence = _refit(cal.sentence, z, y, n, f"{len(y)} reviewed sentences (halluscope serve)")
     za = np.array([cal.base.transform(np.column_stack([it.sentence_scores[m] for m in cal.components])).mean()
                    for it, _ in answers])
     ya = np.array([int(w) for _, w in answers])
+    na = np.array([it.num_samples for it, _ in answers], float)
     if len(ya) >= min_reviews and 0 < ya.sum() < len(ya):
-        report["answer"] = _before_after(cal.response.predict_proba(za), za, ya, folds)
-        cal.response = Platt(fitted_on=f"{len(ya)} reviewed answers (halluscope serve)").fit(za, ya)
+        report["answer"] = _before_after(cal.response, za, ya, na, folds)
+        cal.response = _refit(cal.response, za, ya, na, f"{len(ya)} reviewed answers (halluscope serve)")
     base_ens = serve_ensemble.load(base_path)
     ens, report["ensemble"] = serve_ensemble.refit(engine, base_ens, ensemble_components, folds)
     engine.dispose()

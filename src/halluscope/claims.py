@@ -586,7 +586,7 @@ def score_claims(det, items, results: list[ItemResult]) -> None:
 def _view(it: ItemResult) -> ItemResult:
     """An item's claims dressed as its sentences, so a combiner reads them exactly as it reads sentences."""
     return ItemResult(id=it.id, sentences=[c.text for c in it.claims or []], sentence_scores=dict(it.claim_scores),
-                      passage_scores=dict(it.claim_passage_scores))
+                      passage_scores=dict(it.claim_passage_scores), num_samples=it.num_samples)
 
 
 def on_claims(combine: Callable[[list[ItemResult]], Any], components: Sequence[str]):

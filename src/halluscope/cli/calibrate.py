@@ -16,10 +16,14 @@ from .common import DataOpt, app, console, err, fails
 @fails
 def calibrate_cmd(
     data: Optional[Path] = DataOpt,
-    wikibio: Optional[Path] = typer.Option(None, "--wikibio", help="Results of `reproduce wikibio -o` holding the "
-                                           "default methods (passages 0-118 are used); default: score them now."),
-    graded: Optional[Path] = typer.Option(None, "--graded", help="Results of the SAC3 NQ-Open records scored with "
-                                          "the default methods; default: score them now."),
+    wikibio: Optional[list[Path]] = typer.Option(None, "--wikibio", help="Results of `reproduce wikibio -o` holding "
+                                                 "the default methods (passages 0-118 are used), one per sample count "
+                                                 "(repeat the option); default: score them now."),
+    graded: Optional[list[Path]] = typer.Option(None, "--graded", help="Results of the SAC3 NQ-Open records scored "
+                                                "with the default methods, one per sample count (repeat the "
+                                                "option); default: score them now."),
+    samples: str = typer.Option("3,5,10,20", "--samples", help="The sample counts to fit at when scoring now (the "
+                                "first n samples of each record; SAC3 has 10)."),
     out: Path = typer.Option(..., "--out", "-o", help="The calibration file to write (the packaged one is "
                              "src/halluscope/data/calibration.json in a checkout)."),
     from_db: Optional[str] = typer.Option(None, "--from-db", help="Refit from the reviews in a `halluscope serve` "
@@ -48,11 +52,14 @@ def calibrate_cmd(
         if graded_out:
             _write_graded(from_db, graded_out)
     else:
-        content = calibration.calibrate(data, wikibio, graded, progress=True)
+        counts = [int(x) for x in samples.split(",") if x.strip()]
+        content = calibration.calibrate(data, wikibio or (), graded or (), progress=True, samples=counts)
     calibration.save(content, out)
     p = content["probability"]
-    console.print(f"sentences: p = sigmoid({p['sentence']['a']:.3f} z {p['sentence']['b']:+.3f}); answers: p = "
-                  f"sigmoid({p['response']['a']:.3f} z {p['response']['b']:+.3f})")
+    for level in ("sentence", "response"):
+        console.print(f"{level}s: {calibration.describe_platt(p[level])}", highlight=False)
+    for line in calibration.describe_fit_report(content.get("fit_report", {})):
+        console.print(line, highlight=False)
     err.print(f"written to {out}")
 
 

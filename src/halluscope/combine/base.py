@@ -98,23 +98,89 @@ class Logistic(Combiner):
 
 @dataclass
 class Platt(Combiner):
-    """p = sigmoid(a * s + b), fitted by (nearly unregularized) logistic regression of y on the one score s."""
+    """p = sigmoid(a * s + b), fitted by (nearly unregularized) logistic regression of y on the one score s.
+
+    With the number of samples n each score was computed from (``fit(s, y, n)`` over at least two sample counts),
+    slope and intercept move with log n, because fewer samples make every consistency score noisier (a flatter map)
+    and shift some of them (an n-gram model of 3 samples has seen fewer words):
+
+        p = sigmoid((a + a_n * l) * s + b + b_n * l),     l = ln(clip(n, n_min, n_max) / n_ref)
+
+    n_min and n_max are the smallest and largest sample counts fitted on (no extrapolation outside them), n_ref the
+    count at which the map is plain ``sigmoid(a * s + b)`` (n_max after such a fit). Without n, with an unknown n
+    (0), or with a_n = b_n = 0 the map is that of n_ref. A refit on scores of a single sample count n0 (reviews of
+    one deployment) refits a and b at n0, which becomes n_ref, and keeps the fitted dependence on log n.
+    """
 
     a: float = 1.0
     b: float = 0.0
+    a_n: float = 0.0
+    b_n: float = 0.0
+    n_ref: float = 0.0
+    n_min: float = 0.0
+    n_max: float = 0.0
     fitted_on: str = ""
     kind = "platt"
 
-    def fit(self, s, y) -> "Platt":
+    def _log_n(self, n, like: np.ndarray) -> np.ndarray:
+        if n is None or not self.n_ref or not (self.a_n or self.b_n):
+            return np.zeros_like(like)
+        n = np.broadcast_to(np.asarray(n, float), like.shape)
+        known = n > 0
+        clipped = np.clip(np.where(known, n, self.n_ref), self.n_min, self.n_max)
+        return np.where(known, np.log(clipped / self.n_ref), 0.0)
+
+    def fit(self, s, y, n=None) -> "Platt":
+        """s: scores, y: 1 = hallucinated; n (optional): the number of samples of each score. With two or more
+        sample counts (all known) the dependence on log n is fitted too; otherwise plain Platt scaling."""
         from sklearn.linear_model import LogisticRegression
 
-        s = np.asarray(s, float).reshape(-1, 1)
-        clf = LogisticRegression(C=1e4, max_iter=1000).fit(s, np.asarray(y, int))
-        self.a, self.b = float(clf.coef_[0, 0]), float(clf.intercept_[0])
+        s, y = np.asarray(s, float).reshape(-1), np.asarray(y, int)
+        n = np.broadcast_to(np.asarray(n if n is not None else 0, float), s.shape)
+        counts = np.unique(n)
+        if len(counts) < 2 or counts[0] <= 0:
+            self.a_n = self.b_n = 0.0
+            self.n_ref = self.n_min = self.n_max = float(counts[0]) if len(counts) == 1 else 0.0
+            clf = LogisticRegression(C=1e4, max_iter=1000).fit(s.reshape(-1, 1), y)
+            self.a, self.b = float(clf.coef_[0, 0]), float(clf.intercept_[0])
+            return self
+        self.n_ref = self.n_max = float(counts.max())
+        self.n_min = float(counts.min())
+        lg = np.log(n / self.n_ref)
+        clf = LogisticRegression(C=1e4, max_iter=1000).fit(np.column_stack([s, lg, s * lg]), y)
+        (self.a, self.b_n, self.a_n), self.b = clf.coef_[0].tolist(), float(clf.intercept_[0])
         return self
 
-    def predict_proba(self, s) -> np.ndarray:
-        return _sigmoid(self.a * np.asarray(s, float) + self.b)
+    def refit(self, s, y, n=None) -> "Platt":
+        """a and b refitted on new scores (reviews of a deployment), keeping the fitted dependence on log n: scores
+        of a single sample count n0 make n0 the reference (n_min / n_max widened to include it); mixed counts keep
+        the reference and fit a, b with the dependence as a fixed offset. Returns self."""
+        from scipy.optimize import minimize
+
+        s, y = np.asarray(s, float).reshape(-1), np.asarray(y, float)
+        n = np.broadcast_to(np.asarray(n if n is not None else 0, float), s.shape)
+        counts = np.unique(n[n > 0])
+        if len(counts) == 1 and (n > 0).all():
+            n0 = float(counts[0])
+            self.n_min, self.n_max = (min(self.n_min, n0), max(self.n_max, n0)) if self.n_ref else (n0, n0)
+            self.n_ref = n0
+        lg = self._log_n(n, s)
+        offset = self.a_n * lg * s + self.b_n * lg
+
+        def loss(w):
+            q = _sigmoid(w[0] * s + w[1] + offset)
+            g = q - y
+            return (-np.mean(y * np.log(q + 1e-12) + (1 - y) * np.log(1 - q + 1e-12)),
+                    np.array([np.mean(g * s), np.mean(g)]))
+
+        self.a, self.b = (float(x) for x in minimize(loss, [self.a, self.b], jac=True, method="BFGS").x)
+        return self
+
+    def predict_proba(self, s, n=None) -> np.ndarray:
+        """P(hallucinated) of scores ``s``; ``n``: their number of samples (one, or one per score)."""
+        s = np.asarray(s, float)
+        lg = self._log_n(n, s)
+        return _sigmoid((self.a + self.a_n * lg) * s + self.b + self.b_n * lg)
 
     transform = predict_proba
 
@@ -135,12 +201,13 @@ class Calibrated(Combiner):
     def components(self) -> list[str]:
         return self.base.components
 
-    def sentence_proba(self, X) -> np.ndarray:
-        return self.sentence.predict_proba(self.base.transform(X))
+    def sentence_proba(self, X, n=None) -> np.ndarray:
+        """X: sentences (rows) by components; n: the number of samples they were scored against."""
+        return self.sentence.predict_proba(self.base.transform(X), n)
 
-    def response_proba(self, X) -> float:
-        """X: the answer's sentences (rows) by components."""
-        return float(self.response.predict_proba(self.base.transform(X).mean()))
+    def response_proba(self, X, n=None) -> float:
+        """X: the answer's sentences (rows) by components; n: the number of samples."""
+        return float(self.response.predict_proba(self.base.transform(X).mean(), n))
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "base": self.base.to_dict(), "sentence": self.sentence.to_dict(),

@@ -36,7 +36,7 @@ def claims_as_sentences(results: Results, methods: Sequence[str], how: str) -> R
         raise ValueError(f"how must be one of {HOWS}, got {how!r}")
     items = []
     for it in results.items:
-        d = ItemResult(id=it.id, sentences=it.sentences, labels=it.labels)
+        d = ItemResult(id=it.id, sentences=it.sentences, labels=it.labels, num_samples=it.num_samples)
         for m in methods:
             d.sentence_scores[claim_row(m, how)] = sentence_scores_from_claims(it, m, how)
             d.passage_scores[claim_row(m, how)] = it.claim_passage_scores[m]
