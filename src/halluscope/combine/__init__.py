@@ -8,7 +8,8 @@ its input.
 
 - :class:`ZMean`: SelfCheckGPT-Combination (Manakul et al. 2023, §5.4): mean of z-normalized component scores;
 - :class:`Logistic`: L2-regularized logistic regression on standardized components (the ``learned`` combination);
-- :class:`Platt`: Platt scaling of one score into a probability (Platt 1999): p = sigmoid(a * s + b);
+- :class:`Platt`: Platt scaling of one score into a probability (Platt 1999): p = sigmoid(a * s + b), optionally with
+  the number of samples as a covariate of a and b;
 - :class:`Calibrated`: a combiner followed by Platt scaling: the default probability of hallucination.
 
 The tuned weighted ensemble of 003 (:mod:`halluscope.combine.tuned`: weights on the simplex and a threshold, fitted by
