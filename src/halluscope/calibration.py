@@ -132,8 +132,8 @@ def fit_report(platt: Platt, z: np.ndarray, y: np.ndarray, n: np.ndarray, groups
 
     from .evaluation.metrics import calibration as calib
 
-    oof_n, oof_plain = np.empty(len(z)), np.empty(len(z))
-    for tr, te in GroupKFold(folds).split(z, y, groups):
+    oof_n, oof_plain = np.full(len(z), np.nan), np.full(len(z), np.nan)
+    for tr, te in GroupKFold(min(folds, len(set(groups)))).split(z, y, groups):
         oof_n[te] = Platt().fit(z[tr], y[tr], n[tr]).predict_proba(z[te], n[te])
         oof_plain[te] = Platt().fit(z[tr], y[tr]).predict_proba(z[te])
     rows = {}

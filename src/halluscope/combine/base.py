@@ -166,12 +166,13 @@ class Platt(Combiner):
             self.n_ref = n0
         lg = self._log_n(n, s)
         offset = self.a_n * lg * s + self.b_n * lg
+        ridge = 1.0 / (1e4 * len(s))  # the slope's L2 penalty of :meth:`fit` (C = 1e4), bounded on separable reviews
 
         def loss(w):
             q = _sigmoid(w[0] * s + w[1] + offset)
             g = q - y
-            return (-np.mean(y * np.log(q + 1e-12) + (1 - y) * np.log(1 - q + 1e-12)),
-                    np.array([np.mean(g * s), np.mean(g)]))
+            return (-np.mean(y * np.log(q + 1e-12) + (1 - y) * np.log(1 - q + 1e-12)) + ridge * w[0] ** 2 / 2,
+                    np.array([np.mean(g * s) + ridge * w[0], np.mean(g)]))
 
         self.a, self.b = (float(x) for x in minimize(loss, [self.a, self.b], jac=True, method="BFGS").x)
         return self
