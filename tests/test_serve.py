@@ -273,7 +273,10 @@ def test_calibrate_from_db_and_live_reload(db, request, tmp_path, wikibio):
         rep = json.loads(next(x for x in r.stdout.splitlines() if x.startswith("{")))
         assert rep["sentences_reviewed"] == sum(len(v) for v in labels.values())
         assert {"ece", "brier", "auroc"} <= set(rep["sentence"]["after_cv"])
-        assert "refitted from reviews" in json.loads(cal.read_text())["probability"]["fitted_on"]
+        refitted = json.loads(cal.read_text())
+        assert "refitted from reviews" in refitted["probability"]["fitted_on"] and "fit_report" not in refitted
+        # the packaged dependence on the sample count is kept, re-anchored at the reviewed answers' 3 samples
+        assert refitted["probability"]["sentence"]["n_ref"] == 3 and refitted["probability"]["sentence"]["a_n"] != 0
         assert rep["ensemble"]["answers_reviewed"] == 4 and "skipped" in rep["ensemble"]
         assert "ensemble not refitted" in r.stdout and "ensemble" not in json.loads(cal.read_text())
         exported = [json.loads(x) for x in graded.read_text().splitlines()]

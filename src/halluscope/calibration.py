@@ -328,6 +328,7 @@ def refit_from_reviews(db: str | None = None, base: str | Path | None = None, fo
                          f"{min_reviews} of one level, with both labels, are needed")
     cal.fitted_on = f"{cal.fitted_on}; refitted from reviews"
     content["probability"] = cal.to_dict()
+    content.pop("fit_report", None)  # it described the maps before the refit; the refit's report is returned
     return content, report
 
 
