@@ -64,8 +64,9 @@ def load(path: str | Path | None = None) -> Calibrated:
 
 
 def info(cal: Calibrated) -> MethodInfo:
-    return MethodInfo(NAME, bounded=True, description="calibrated P(hallucinated): Platt scaling of the z-mean of "
-                      + ", ".join(cal.components) + f" (flag at {cal.threshold:g}; {cal.fitted_on})")
+    return MethodInfo(NAME, bounded=True, description="calibrated P(hallucinated): Platt scaling (by number of "
+                      "samples) of the z-mean of " + ", ".join(cal.components)
+                      + f" (flag at {cal.threshold:g}; {cal.fitted_on})")
 
 
 def apply(items: list[ItemResult], cal: Calibrated) -> None:
