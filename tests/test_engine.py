@@ -194,6 +194,35 @@ def test_default_probability_uses_the_records_sample_count():
     assert got[20] > got[3] > 0.5
 
 
+def test_calibrate_from_runs_at_two_sample_counts(detector_models, wikibio, data_dir, tmp_path):
+    """`halluscope calibrate --wikibio A --wikibio B --graded C --graded D` on small real runs (12 WikiBio passages and
+    30 SAC3 answers, each scored with their first 3 and 5 samples) fits both maps over both counts, prints them and a
+    fit report, and writes a file whose probability follows the count; a bad --samples is a clear error."""
+    import dataclasses
+
+    from halluscope import calibration
+    from halluscope.io import write_results
+
+    det = Detector(methods=list(calibration.DEFAULT_COMPONENTS))
+    graded, _ = calibration.graded_records(data_dir, limit=30)
+    args = ["calibrate", "--data", str(data_dir), "-o", str(tmp_path / "cal.json")]
+    for n in (5, 3):
+        for name, recs in (("wikibio", wikibio[:12]), ("graded", graded)):
+            path = tmp_path / f"{name}{n}.jsonl"
+            write_results(det.score([dataclasses.replace(r, samples=r.samples[:n]) for r in recs]), path)
+            args += [f"--{name}", str(path)]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    assert "l = ln(n / 5), n = 3..5 samples" in r.output and "sentences, 3 samples (" in r.output
+    content = json.loads((tmp_path / "cal.json").read_text())
+    assert set(content["fit_report"]["response"]) == {"3", "5"}
+    cal = calibration.load(tmp_path / "cal.json")
+    assert (cal.sentence.n_min, cal.sentence.n_ref, cal.response.n_min, cal.response.n_ref) == (3, 5, 3, 5)
+    assert cal.sentence_proba([[0.95, 0.5, 0.9, 0.9]], 3)[0] != cal.sentence_proba([[0.95, 0.5, 0.9, 0.9]], 5)[0]
+    bad = CliRunner().invoke(app, ["calibrate", "--samples", "3,x", "-o", str(tmp_path / "x.json")])
+    assert bad.exit_code != 0 and "--samples: expected sample counts" in bad.output
+
+
 def test_calibration_without_its_components_names_the_record_and_the_missing_methods():
     """Recomputing the probability of results that lack a component (e.g. `evaluate --calibration -m probability`)
     is a clear error naming the record and the methods, not a KeyError traceback."""

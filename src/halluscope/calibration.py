@@ -205,8 +205,10 @@ def calibrate(data: str | Path | None = None, wikibio=(), graded=(), progress: b
     from .io import read_results
     from .pipeline import Detector
 
-    det = Detector(methods=list(DEFAULT_COMPONENTS))
     counts = sorted(set(samples), reverse=True)
+    if not counts or counts[-1] < 1:
+        raise ValueError(f"samples: the sample counts to fit at must be positive, got {list(samples)}")
+    det = Detector(methods=list(DEFAULT_COMPONENTS))
     if wikibio:
         dev = [read_results(f) for f in wikibio]
         for r in dev:

@@ -52,7 +52,10 @@ def calibrate_cmd(
         if graded_out:
             _write_graded(from_db, graded_out)
     else:
-        counts = [int(x) for x in samples.split(",") if x.strip()]
+        try:
+            counts = [int(x) for x in samples.split(",") if x.strip()]
+        except ValueError:
+            raise ValueError(f"--samples: expected sample counts such as 3,5,10,20, got {samples!r}") from None
         content = calibration.calibrate(data, wikibio or (), graded or (), progress=True, samples=counts)
     calibration.save(content, out)
     p = content["probability"]
