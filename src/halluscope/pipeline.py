@@ -232,6 +232,7 @@ class Detector:
                 id=it.id,
                 sentences=list(it.sentences),
                 labels=it.record.labels,
+                correct=it.record.correct,
                 prompt=it.record.prompt,
                 response=it.record.response,
                 num_samples=len(it.evidence),

@@ -206,6 +206,7 @@ class ItemResult:
     response: str | None = None
     num_samples: int = 0
     evidence: dict[str, list[Any]] = field(default_factory=dict)
+    correct: bool | None = None  # the record's grade (is the whole answer right?), kept for response-level evaluation
     flags: dict = field(default_factory=dict)  # the default probability's flags: threshold, sentences, response
     claims: list[Claim] | None = None
     claim_scores: dict[str, list[float]] = field(default_factory=dict)
@@ -220,6 +221,7 @@ class ItemResult:
             "num_samples": self.num_samples,
             "sentences": self.sentences,
             "labels": self.labels,
+            **({"correct": self.correct} if self.correct is not None else {}),
             "sentence_scores": self.sentence_scores,
             "passage_scores": self.passage_scores,
             **({"evidence": self.evidence} if self.evidence else {}),
@@ -244,6 +246,7 @@ class ItemResult:
             response=d.get("response"),
             num_samples=int(d.get("num_samples", 0)),
             evidence=dict(d.get("evidence", {})),
+            correct=d.get("correct"),
             flags=dict(d.get("flags") or {}),
             claims=[Claim.from_dict(c) for c in d["claims"]] if d.get("claims") is not None else None,
             claim_scores={k: [float(x) for x in v] for k, v in d.get("claim_scores", {}).items()},
@@ -291,6 +294,8 @@ class Results:
                 row = {"id": it.id, "num_sentences": len(it.sentences), "num_samples": it.num_samples}
                 if it.labels is not None:
                     row["label"] = sum(it.labels) / len(it.labels)
+                if it.correct is not None:
+                    row["correct"] = it.correct
                 row.update(it.passage_scores)
                 row.update({f"claims_{m}": v for m, v in it.claim_passage_scores.items()})
                 if it.flags:

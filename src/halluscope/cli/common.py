@@ -244,21 +244,24 @@ def _bar(label: str, total: int):
     return rich_bar(label, total, console=err)
 
 
-def _table(rows: dict[str, dict[str, float]], paper: dict[str, dict[str, float]] | None = None, title: str = ""):
+def _table(rows: dict[str, dict[str, float]], paper: dict[str, dict[str, float]] | None = None, title: str = "",
+           columns=COLUMNS, digits: int = 2):
     t = Table(title=title, show_lines=False)
     t.add_column("method")
-    for c in COLUMNS:
+    for c in columns:
         t.add_column(c, justify="right")
     for m, r in rows.items():
-        t.add_row(m, *(_fmt(r.get(c)) for c in COLUMNS))
+        t.add_row(m, *(_fmt(r.get(c), digits) for c in columns))
         if paper and paper.get(m):
             p = paper[m]
-            t.add_row(Text("  paper", style="dim"), *(Text(_fmt(p.get(c)), style="dim") for c in COLUMNS))
+            t.add_row(Text("  paper", style="dim"), *(Text(_fmt(p.get(c)), style="dim") for c in columns))
     return t
 
 
-def _fmt(v) -> str:
-    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.2f}"
+def _fmt(v, digits: int = 2) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return str(v) if isinstance(v, int) else f"{v:.{digits}f}"
 
 
 ensemble_app = typer.Typer(help="Response-level confidence: components, baselines and the tuned ensemble (003).")

@@ -191,8 +191,8 @@ def check(
 @app.command()
 @fails
 def evaluate(
-    path: Path = typer.Argument(..., help="Labelled records (response, samples, sentences, labels), or a results file "
-                                "(.json/.jsonl written by `score`) whose records carry labels."),
+    path: Path = typer.Argument(..., help="Labelled records (sentences, labels) or graded ones (correct), with "
+                                "response and samples, or a results file (.json/.jsonl of `score`) of such records."),
     methods: Optional[str] = MethodsOpt,
     encoder: Optional[str] = EncoderOpt,
     layer: Optional[int] = LayerOpt,
@@ -218,8 +218,10 @@ def evaluate(
                                                     "of a results file with this calibration file (no rescoring)."),
 ):
     """Sentence AUC-PR (NonFact, NonFact*, Factual) and passage Pearson/Spearman against human labels, in percent;
-    with the default 'probability', also its calibration (ECE, Brier score) against the labels."""
-    from ..evaluation.wikibio import evaluate_results, load_results
+    with the default 'probability', also its calibration (ECE, Brier score) against the labels. Records graded as
+    a whole ('correct') get answer-level figures: AUROC, PRR and AURC of each method's answer score for wrong answers
+    (and ECE / Brier of 'probability')."""
+    from ..evaluation.wikibio import evaluate_all, load_results
     from ..io import write_results
 
     chosen = [m.strip() for m in methods.split(",")] if methods else None
@@ -228,9 +230,10 @@ def evaluate(
         recs, _ = _read_records_or_exit(path)
         positions = _parse_range(passages)
         recs = [recs[i] for i in positions] if positions is not None else recs
-        unlabelled = sum(r.labels is None for r in recs)
+        unlabelled = sum(r.labels is None and r.correct is None for r in recs)
         if unlabelled:
-            err.print(f"[yellow]warning:[/] {unlabelled} records have no labels and are left out of the figures")
+            err.print(f"[yellow]warning:[/] {unlabelled} records have neither labels nor a grade ('correct') and are "
+                      "left out of the figures")
         det = _detector(methods, encoder, layer, nli, precision=precision, split=split,
                         learned=str(learned) if learned else None)
         res = det.score(recs, progress=True)
@@ -240,8 +243,7 @@ def evaluate(
         calibration.apply(res.items, calibration.load(calibration_file))
     if output:
         write_results(res, output)
-    figures = evaluate_results(res, None if scored_now else chosen, ties=ties)
-    figures.update({"calibration": c for c in [_calibration_figures(res)] if c})
+    figures = evaluate_all(res, None if scored_now else chosen, ties=ties)
     if show and not as_json:
         from ..types import Results
 
@@ -254,21 +256,15 @@ def _render_figures(figures: dict, name: str, as_json: bool) -> None:
     if as_json:
         print(json.dumps(json_safe(figures), indent=1))
         return
-    calib = figures.pop("calibration", None)
-    console.print(_table(figures, title=f"{name}: AUC-PR (%) and passage correlation (%)"))
+    calib, answers = figures.pop("calibration", None), figures.pop("answers", None)
+    if figures:
+        console.print(_table(figures, title=f"{name}: AUC-PR (%) and passage correlation (%)"))
     if calib:
         console.print(f"probability, {calib['n']} labelled sentences: ECE {calib['ece']:.4f}, Brier "
                       f"{calib['brier']:.4f} ({calib['bins']} bins; positive: minor or major inaccurate)")
-
-
-def _calibration_figures(res) -> dict | None:
-    """ECE and Brier score of the default probability against the sentence labels (None without either)."""
-    from ..calibration import NAME, report
-
-    if not res.items or NAME not in res.items[0].sentence_scores:
-        return None
-    rep = report(res).get("sentences")
-    return None if rep is None else {k: rep[k] for k in ("n", "ece", "brier", "bins")}
+    if answers:
+        console.print(_table(answers, title=f"{name}: graded answers (positive: wrong; PRR and AURC of rejecting by "
+                             "the score)", columns=("n", "wrong", "auroc", "prr", "aurc", "ece", "brier"), digits=3))
 
 
 @app.command("report")

@@ -11,6 +11,8 @@ figure is **hallucination** (incorrect answer), scored by 1 - confidence.
   AURC (answers rejected by decreasing hallucination score 1 - s; ``rejection_curve``) and the calibration figures
   ECE and Brier of 1 - s read as the probability of hallucination (``calibration_of``;
   :mod:`halluscope.evaluation.metrics`).
+- ``answer_figures``: the same question asked of any method's answer score in scored results whose records carry a
+  grade (``correct``): what ``halluscope evaluate`` prints for graded answers.
 """
 
 from __future__ import annotations
@@ -122,4 +124,33 @@ def component_figures(C: np.ndarray, halluc: np.ndarray, components: list[str], 
             **selective_figures(c, halluc),
             **_prf(halluc[ok], pred[ok]),
         }
+    return out
+
+
+def answer_figures(results, methods, probability: str = "probability") -> dict[str, dict[str, float]]:
+    """Response-level figures of scored records that carry a grade (``correct``), per method: AUROC of its answer
+    score for wrong answers (positive: ``correct`` is false), PRR and AURC of rejecting answers by that score
+    (:mod:`halluscope.evaluation.metrics`), ``n`` graded answers with a finite score; for the calibrated
+    ``probability`` also ECE and Brier score against the grades. Empty when no record is graded."""
+    from sklearn.metrics import roc_auc_score
+
+    from .metrics import aurc, calibration, prr
+
+    graded = [it for it in results.items if it.correct is not None]
+    if not graded:
+        return {}
+    wrong = np.array([not it.correct for it in graded], float)
+    out = {}
+    for m in methods:
+        s = np.array([it.passage_scores.get(m, np.nan) for it in graded], float)
+        s = np.nan_to_num(s, nan=np.nan, posinf=np.finfo(float).max, neginf=-np.finfo(float).max)  # inf: ranks last
+        ok = np.isfinite(s)
+        both = 0 < wrong[ok].sum() < ok.sum()
+        row = {"n": int(ok.sum()), "wrong": int(wrong[ok].sum()),
+               "auroc": float(roc_auc_score(wrong[ok], s[ok])) if both else float("nan"),
+               "prr": prr(s[ok], wrong[ok]), "aurc": aurc(s[ok], wrong[ok])}
+        if m == probability and ok.any():
+            cal = calibration(s[ok], wrong[ok])
+            row.update(ece=cal["ece"], brier=cal["brier"])
+        out[m] = row
     return out

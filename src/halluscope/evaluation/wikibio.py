@@ -90,6 +90,29 @@ def evaluate_results(
     return out
 
 
+def evaluate_all(results: Results, methods: Sequence[str] | None = None, ties: str = "as-is") -> dict:
+    """Every figure ``halluscope evaluate`` shows: :func:`evaluate_results` over the records with sentence labels,
+    with ``calibration`` (ECE, Brier of the default probability against them) when it was scored, and ``answers``
+    (:func:`~halluscope.evaluation.response_metrics.answer_figures`) over the records graded as a whole."""
+    from ..calibration import NAME, report
+    from .response_metrics import answer_figures
+
+    labelled = any(it.labels is not None for it in results.items)
+    if not labelled and not any(it.correct is not None for it in results.items):
+        raise ValueError("these results carry neither sentence labels nor answer grades ('correct'): evaluation "
+                         "needs one of them")
+    out: dict = evaluate_results(results, methods, ties) if labelled else {}
+    if labelled and NAME in results.items[0].sentence_scores:
+        rep = report(results).get("sentences")
+        if rep:
+            out["calibration"] = {k: rep[k] for k in ("n", "ece", "brier", "bins")}
+    names = list(methods or results.methods or (results.items[0].passage_scores if results.items else []))
+    answers = answer_figures(results, names)
+    if answers:
+        out["answers"] = answers
+    return out
+
+
 def reproduce(
     methods: Sequence[str] | str | None = None,
     data_dir: str | Path | None = None,
