@@ -129,28 +129,20 @@ def component_figures(C: np.ndarray, halluc: np.ndarray, components: list[str], 
 
 def answer_figures(results, methods, probability: str = "probability") -> dict[str, dict[str, float]]:
     """Response-level figures of scored records that carry a grade (``correct``), per method: AUROC of its answer
-    score for wrong answers (positive: ``correct`` is false), PRR and AURC of rejecting answers by that score
-    (:mod:`halluscope.evaluation.metrics`), ``n`` graded answers with a finite score; for the calibrated
+    score s for wrong answers (positive: ``correct`` is false), PRR and AURC of rejecting answers by s (the figures
+    of :func:`evaluate` with confidence 1 - s), ``n`` graded answers with a finite score; for the calibrated
     ``probability`` also ECE and Brier score against the grades. Empty when no record is graded."""
-    from sklearn.metrics import roc_auc_score
-
-    from .metrics import aurc, calibration, prr
-
     graded = [it for it in results.items if it.correct is not None]
     if not graded:
         return {}
-    wrong = np.array([not it.correct for it in graded], float)
+    wrong = np.array([not it.correct for it in graded], int)
     out = {}
     for m in methods:
         s = np.array([it.passage_scores.get(m, np.nan) for it in graded], float)
         s = np.nan_to_num(s, nan=np.nan, posinf=np.finfo(float).max, neginf=-np.finfo(float).max)  # inf: ranks last
         ok = np.isfinite(s)
-        both = 0 < wrong[ok].sum() < ok.sum()
-        row = {"n": int(ok.sum()), "wrong": int(wrong[ok].sum()),
-               "auroc": float(roc_auc_score(wrong[ok], s[ok])) if both else float("nan"),
-               "prr": prr(s[ok], wrong[ok]), "aurc": aurc(s[ok], wrong[ok])}
-        if m == probability and ok.any():
-            cal = calibration(s[ok], wrong[ok])
-            row.update(ece=cal["ece"], brier=cal["brier"])
-        out[m] = row
+        fig = selective_figures(1 - s[ok], wrong[ok])
+        out[m] = {"n": int(ok.sum()), "wrong": int(wrong[ok].sum()), "auroc": ranking_metric("roc_auc", wrong, 1 - s),
+                  "prr": fig["prr"], "aurc": fig["aurc"],
+                  **({"ece": fig["ece"], "brier": fig["brier"]} if m == probability and ok.any() else {})}
     return out
