@@ -122,10 +122,15 @@ class Platt(Combiner):
     fitted_on: str = ""
     kind = "platt"
 
+    @staticmethod
+    def _counts(n, s: np.ndarray) -> np.ndarray:
+        """The sample count of every score (0: unknown)."""
+        return np.broadcast_to(np.asarray(n if n is not None else 0, float), s.shape)
+
     def _log_n(self, n, like: np.ndarray) -> np.ndarray:
         if n is None or not self.n_ref or not (self.a_n or self.b_n):
             return np.zeros_like(like)
-        n = np.broadcast_to(np.asarray(n, float), like.shape)
+        n = self._counts(n, like)
         known = n > 0
         clipped = np.clip(np.where(known, n, self.n_ref), self.n_min, self.n_max)
         return np.where(known, np.log(clipped / self.n_ref), 0.0)
@@ -136,7 +141,7 @@ class Platt(Combiner):
         from sklearn.linear_model import LogisticRegression
 
         s, y = np.asarray(s, float).reshape(-1), np.asarray(y, int)
-        n = np.broadcast_to(np.asarray(n if n is not None else 0, float), s.shape)
+        n = self._counts(n, s)
         counts = np.unique(n)
         if len(counts) < 2 or counts[0] <= 0:
             self.a_n = self.b_n = 0.0
@@ -158,7 +163,7 @@ class Platt(Combiner):
         from scipy.optimize import minimize
 
         s, y = np.asarray(s, float).reshape(-1), np.asarray(y, float)
-        n = np.broadcast_to(np.asarray(n if n is not None else 0, float), s.shape)
+        n = self._counts(n, s)
         counts = np.unique(n[n > 0])
         if len(counts) == 1 and (n > 0).all():
             n0 = float(counts[0])
