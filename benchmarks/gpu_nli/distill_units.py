@@ -5,9 +5,14 @@ on WikiBio passages 0-118 only, the passages choices are made on), with the teac
 the packaged model learnt there is kept. Loss: KL divergence to the teacher on the units, train_nli's label loss on
 the mixture pairs; one epoch, AdamW with linear warm-up/decay, word embeddings frozen, bf16 autocast where native.
 
-  python benchmarks/gpu_nli/distill_units.py OUT UNITS.jsonl ALL_UNITS.jsonl TEACHER_PROBS.npz MIX.jsonl.xz [tiny]
+  python benchmarks/gpu_nli/distill_units.py OUT UNITS.jsonl TEACHER.npz MIX.jsonl.xz [tiny]
 
-UNITS: the pairs to distil on; ALL_UNITS and TEACHER_PROBS: the recorded units and the teacher's rows for them."""
+UNITS: the pairs to distil on (``nli_replay.py record``); TEACHER: the teacher's probabilities, keyed by
+:func:`pair_key` (``teacher_wikibio_dev.npz`` beside this file holds those of the MPNet teacher of 2026-11-26 for the
+units of WikiBio passages 0-118, so the student is reproduced on a CPU without the GPU run); MIX: the mixture
+(``halluscope train-nli``'s ``build_mixture``, written as JSON Lines).
+
+  python benchmarks/gpu_nli/distill_units.py --keys UNITS.jsonl TEACHER_PROBS.npz OUT.npz   # rows -> keyed"""
 import json
 import math
 import random
@@ -26,26 +31,41 @@ from halluscope.models.nli_train import _batches, _label_id, _loss, _read_pairs,
 BASE, LR, BS, MAXLEN, SEED = "src/halluscope/data/nli_model", 3e-5, 32, 128, 0
 
 
-def load(units_path, all_path, probs_path, mix_path, tiny):
-    allu = [tuple(json.loads(x)) for x in open(all_path, encoding="utf-8")]
-    row = {u: i for i, u in enumerate(allu)}
-    probs = np.load(probs_path)["probs"]
+def pair_key(pair) -> int:
+    """A 63-bit key of a (premise, hypothesis) pair: its teacher row is found without storing the text."""
+    import hashlib
+
+    return int.from_bytes(hashlib.sha1("\x00".join(pair).encode("utf-8")).digest()[:8], "big") >> 1
+
+
+def keyed(units_path, probs_path, out_path) -> None:
+    """The teacher's rows (``probs``, in the order of the recorded units) as a keyed file."""
+    units = [tuple(json.loads(x)) for x in open(units_path, encoding="utf-8")]
+    np.savez_compressed(out_path, key=np.array([pair_key(u) for u in units], np.int64),
+                        probs=np.load(probs_path)["probs"].astype(np.float32))
+
+
+def load(units_path, teacher_path, mix_path, tiny):
+    t = np.load(teacher_path)
+    row = {int(k): i for i, k in enumerate(t["key"])}
     units = list(dict.fromkeys(tuple(json.loads(x)) for x in open(units_path, encoding="utf-8")))
-    units = [u for u in units if u in row]  # the teacher scored what was recorded then (a few differ)
+    units = [u for u in units if pair_key(u) in row]  # the teacher scored what was recorded then (a few differ)
     rng = random.Random(SEED)
     mix = _read_pairs(Path(mix_path))
     mix = rng.sample(mix, min(len(units), len(mix)))
     if tiny:
         units, mix = units[:64], mix[:64]
     pairs = units + [(p.premise, p.hypothesis) for p in mix]
-    soft = np.concatenate([probs[[row[u] for u in units]], np.zeros((len(mix), 3), np.float32)])
+    soft = np.concatenate([t["probs"][[row[pair_key(u)] for u in units]], np.zeros((len(mix), 3), np.float32)])
     labels = [-1] * len(units) + [_label_id(p.label) for p in mix]  # -1: learn the teacher's distribution
     return pairs, soft, labels
 
 
 def main():
-    out, tiny = Path(sys.argv[1]), len(sys.argv) > 6
-    pairs, soft, labels = load(*sys.argv[2:6], tiny)
+    if sys.argv[1] == "--keys":
+        return keyed(*sys.argv[2:5])
+    out, tiny = Path(sys.argv[1]), len(sys.argv) > 5
+    pairs, soft, labels = load(*sys.argv[2:5], tiny)
     tok = AutoTokenizer.from_pretrained(BASE)
     enc = tok([p for p, _ in pairs], [h for _, h in pairs], truncation="longest_first", max_length=MAXLEN)
     ids, types = enc["input_ids"], enc["token_type_ids"]
@@ -80,7 +100,7 @@ def main():
     tok.save_pretrained(out)
     rec = json.loads((Path(BASE) / "training.json").read_text(encoding="utf-8"))
     rec["distilled"] = {"units": labels.count(-1), "mixture_pairs": len(labels) - labels.count(-1),
-                        "teacher": sys.argv[4], "lr": LR, "batch_size": BS, "epochs": 1,
+                        "teacher": sys.argv[3], "lr": LR, "batch_size": BS, "epochs": 1,
                         "seconds": round(time.time() - t0), "args": sys.argv[1:]}
     (out / "training.json").write_text(json.dumps(rec, indent=1), encoding="utf-8")
     print(f"done {time.time() - t0:.0f} s", flush=True)
