@@ -69,3 +69,30 @@ def test_nf4_packing_round_trips_a_model_folder(tmp_path):
     assert 0 < float(err.mean()) < 0.1 * float(w.abs().mean())
     assert torch.allclose(back["layer.bias"], sd["layer.bias"].half().float())
     assert (dst / "config.json").read_text(encoding="utf-8") == '{"model_type": "bert"}'
+
+
+def test_distill_units_moves_the_packaged_model_toward_a_teacher(tmp_path):
+    """distill_units.py, which made the packaged v4 from a teacher's stored probabilities: keyed teacher rows are
+    found by pair, and a tiny run (64 units, 64 labelled pairs) moves the model toward the teacher on the units."""
+    sys.path.insert(0, str(REPLAY.parent))
+    from distill_units import pair_key
+
+    from halluscope.models.nli import HFNLI
+
+    units = [(f"The bridge over river {i} opened in {1900 + i}.", f"The bridge over river {i} opened in {1950 + i}.")
+             for i in range(64)]
+    (tmp_path / "units.jsonl").write_text("".join(json.dumps(u) + "\n" for u in units), encoding="utf-8")
+    probs = np.tile(np.array([[0.98, 0.01, 0.01]], np.float32), (64, 1))  # a teacher that says: entailed
+    np.savez(tmp_path / "teacher.npz", key=np.array([pair_key(u) for u in units], np.int64), probs=probs)
+    mix = [{"premise": f"A cat slept on mat {i}.", "hypothesis": f"Shares of firm {i} fell.", "label": "neutral",
+            "source": "t"} for i in range(32)]
+    (tmp_path / "mix.jsonl").write_text("".join(json.dumps(r) + "\n" for r in mix), encoding="utf-8")
+    out = tmp_path / "student"
+    subprocess.run([sys.executable, str(REPLAY.parent / "distill_units.py"), str(out), str(tmp_path / "units.jsonl"),
+                    str(tmp_path / "teacher.npz"), str(tmp_path / "mix.jsonl"), "tiny"], check=True, cwd=ROOT,
+                   capture_output=True)
+    rec = json.loads((out / "training.json").read_text(encoding="utf-8"))
+    assert rec["distilled"]["units"] == 64 and rec["distilled"]["mixture_pairs"] == 32
+    before = HFNLI(MODEL).probs(units[32:])[:, 0].mean()
+    after = HFNLI(str(out)).probs(units[32:])[:, 0].mean()
+    assert after > before + 0.01, (before, after)

@@ -333,12 +333,28 @@ def _training_lines(stages: list[dict]) -> list[str]:
     return lines
 
 
+def _distill_lines(d: dict, runs: int) -> list[str]:
+    """The card's lines for a last stage distilled from a larger teacher (``benchmarks/gpu_nli/distill_units.py``)."""
+    t = d["teacher"]
+    return [f"## Distillation (stage {runs + 1}, after the run{'s' if runs > 1 else ''} above)",
+            f"- Teacher: `{t['base']}` fine-tuned on run {runs}'s mixture on a GPU ({t['device']}): {t['recipe']}; "
+            f"{t['metrics']}.",
+            f"- Student: the model of run {runs}, one epoch over {d['units']} NLI inputs that a detector run asks on "
+            f"WikiBio passages 0-118 ({d['units_from']}; no label of any passage is read) against the teacher's "
+            f"probabilities (KL divergence), mixed one to one with {d['mixture_pairs']} of the mixture's labelled "
+            f"pairs (label loss); lr {d['lr']:g}, batch {d['batch_size']}, word embeddings frozen, "
+            f"{d['seconds'] / 60:.0f} min on 2 CPU cores.",
+            f"- Units: {d['units_licence']}; the teacher's base: Apache-2.0.",
+            f"- Reproduce on a CPU from the teacher's stored probabilities: `{d['command']}` (MIX: {d['mix']}).", ""]
+
+
 def model_card(record: dict, evaluation: dict | None = None) -> str:
     """The model card (MODEL_CARD.md) of an exported model, from its ``training.json`` record (with the records of
     the runs it continued) and, where given, the output of ``halluscope evaluate-nli --json``."""
     stages = _stages(record)
     a, first = record["args"], stages[0]["args"]
-    minutes = sum(r["args"]["train_seconds"] for r in stages) / 60
+    distilled = record.get("distilled")
+    minutes = (sum(r["args"]["train_seconds"] for r in stages) + (distilled or {}).get("seconds", 0)) / 60
     lines = [
         "# halluscope-nli: halluscope's own NLI cross-encoder", "",
         "## Architecture",
@@ -347,7 +363,7 @@ def model_card(record: dict, evaluation: dict | None = None) -> str:
         "- Labels: 0 entailment, 1 neutral, 2 contradiction (`config.id2label`). Input: (premise, hypothesis), "
         f"trained at most {a['max_length']} tokens; longer premises are read in sentence windows by halluscope.",
         "- Weights: fp16 safetensors (run in fp32 by default; int8 dynamic quantization as an option).", "",
-        *_training_lines(stages),
+        *_training_lines(stages), *(_distill_lines(distilled, len(stages)) if distilled else []),
         "Never trained on (reported on): MNLI dev-matched, ANLI R1-R3, XNLI-en, SNLI test, and docnli's "
         "copies of MNLI. Non-commercial and research-only sources (ANLI, XNLI, SICK, MSRP, SciFact, HealthVer) "
         "are left out. Share-alike sources (SNLI, MNLI, FEVER, Wikipedia) are in: the weights are distributed "
