@@ -337,11 +337,11 @@ def _distill_lines(d: dict, runs: int) -> list[str]:
     """The card's lines for a last stage distilled from a larger teacher (``benchmarks/gpu_nli/distill_units.py``)."""
     t = d["teacher"]
     return [f"## Distillation (stage {runs + 1}, after the run{'s' if runs > 1 else ''} above)",
-            f"- Teacher: `{t['base']}` fine-tuned on run {runs}'s mixture on a GPU ({t['device']}): {t['recipe']}; "
+            f"- Teacher: `{t['base']}` fine-tuned on a GPU ({t['device']}) on {t['mixture']}: {t['recipe']}; "
             f"{t['metrics']}.",
             f"- Student: the model of run {runs}, one epoch over {d['units']} NLI inputs that a detector run asks on "
             f"WikiBio passages 0-118 ({d['units_from']}; no label of any passage is read) against the teacher's "
-            f"probabilities (KL divergence), mixed one to one with {d['mixture_pairs']} of the mixture's labelled "
+            f"probabilities (KL divergence), mixed one to one with {d['mixture_pairs']} of that mixture's labelled "
             f"pairs (label loss); lr {d['lr']:g}, batch {d['batch_size']}, word embeddings frozen, "
             f"{d['seconds'] / 60:.0f} min on 2 CPU cores.",
             f"- Units: {d['units_licence']}; the teacher's base: Apache-2.0.",
