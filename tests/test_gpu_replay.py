@@ -88,9 +88,9 @@ def test_distill_units_moves_the_packaged_model_toward_a_teacher(tmp_path):
             "source": "t"} for i in range(32)]
     (tmp_path / "mix.jsonl").write_text("".join(json.dumps(r) + "\n" for r in mix), encoding="utf-8")
     out = tmp_path / "student"
-    subprocess.run([sys.executable, str(REPLAY.parent / "distill_units.py"), str(out), str(tmp_path / "units.jsonl"),
-                    str(tmp_path / "teacher.npz"), str(tmp_path / "mix.jsonl"), "tiny"], check=True, cwd=ROOT,
-                   capture_output=True)
+    subprocess.run([sys.executable, str(REPLAY.parent / "distill_units.py"), str(out), MODEL,
+                    str(tmp_path / "units.jsonl"), str(tmp_path / "teacher.npz"), str(tmp_path / "mix.jsonl"), "tiny"],
+                   check=True, cwd=ROOT, capture_output=True)
     rec = json.loads((out / "training.json").read_text(encoding="utf-8"))
     assert rec["distilled"]["units"] == 64 and rec["distilled"]["mixture_pairs"] == 32
     before = HFNLI(MODEL).probs(units[32:])[:, 0].mean()

@@ -5,8 +5,9 @@ on WikiBio passages 0-118 only, the passages choices are made on), with the teac
 the packaged model learnt there is kept. Loss: KL divergence to the teacher on the units, train_nli's label loss on
 the mixture pairs; one epoch, AdamW with linear warm-up/decay, word embeddings frozen, bf16 autocast where native.
 
-  python benchmarks/gpu_nli/distill_units.py OUT UNITS.jsonl TEACHER.npz MIX.jsonl.xz [tiny]
+  python benchmarks/gpu_nli/distill_units.py OUT INIT UNITS.jsonl TEACHER.npz MIX.jsonl.xz [tiny]
 
+INIT: the model to start from (v4 started from v3: `halluscope train-nli` runs 1 and 2 of the model card);
 UNITS: the pairs to distil on (``nli_replay.py record``); TEACHER: the teacher's probabilities, keyed by
 :func:`pair_key` (``teacher_wikibio_dev.npz`` beside this file holds those of the MPNet teacher of 2026-11-26 for the
 units of WikiBio passages 0-118, so the student is reproduced on a CPU without the GPU run); MIX: the mixture
@@ -28,7 +29,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer  # no
 from halluscope.models.encoder import bf16_supported  # noqa: E402
 from halluscope.models.nli_train import _batches, _label_id, _loss, _read_pairs, linear_schedule  # noqa: E402
 
-BASE, LR, BS, MAXLEN, SEED = "src/halluscope/data/nli_model", 3e-5, 32, 128, 0
+LR, BS, MAXLEN, SEED = 3e-5, 32, 128, 0
 
 
 def pair_key(pair) -> int:
@@ -64,12 +65,12 @@ def load(units_path, teacher_path, mix_path, tiny):
 def main():
     if sys.argv[1] == "--keys":
         return keyed(*sys.argv[2:5])
-    out, tiny = Path(sys.argv[1]), len(sys.argv) > 5
-    pairs, soft, labels = load(*sys.argv[2:5], tiny)
-    tok = AutoTokenizer.from_pretrained(BASE)
+    out, base, tiny = Path(sys.argv[1]), sys.argv[2], len(sys.argv) > 6
+    pairs, soft, labels = load(*sys.argv[3:6], tiny)
+    tok = AutoTokenizer.from_pretrained(base)
     enc = tok([p for p, _ in pairs], [h for _, h in pairs], truncation="longest_first", max_length=MAXLEN)
     ids, types = enc["input_ids"], enc["token_type_ids"]
-    model = AutoModelForSequenceClassification.from_pretrained(BASE, dtype=torch.float32)
+    model = AutoModelForSequenceClassification.from_pretrained(base, dtype=torch.float32)
     model.base_model.embeddings.word_embeddings.weight.requires_grad_(False)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=LR, weight_decay=0.01)
@@ -98,9 +99,9 @@ def main():
                   flush=True)
     model.eval().to(torch.float16).save_pretrained(out)
     tok.save_pretrained(out)
-    rec = json.loads((Path(BASE) / "training.json").read_text(encoding="utf-8"))
+    rec = json.loads((Path(base) / "training.json").read_text(encoding="utf-8"))
     rec["distilled"] = {"units": labels.count(-1), "mixture_pairs": len(labels) - labels.count(-1),
-                        "teacher": sys.argv[3], "lr": LR, "batch_size": BS, "epochs": 1,
+                        "teacher": sys.argv[4], "lr": LR, "batch_size": BS, "epochs": 1,
                         "seconds": round(time.time() - t0), "args": sys.argv[1:]}
     (out / "training.json").write_text(json.dumps(rec, indent=1), encoding="utf-8")
     print(f"done {time.time() - t0:.0f} s", flush=True)
