@@ -64,9 +64,9 @@ def student_of(teacher, keep):
     return st
 
 
-def spec(v) -> dict:
+def spec(v, n_layers: int) -> dict:
     d = {"layers": v} if isinstance(v, list) else dict(v)
-    return {"layers": d.get("layers") or list(range(6)), "alpha": d.get("alpha", 0.5),
+    return {"layers": d.get("layers") or list(range(n_layers)), "alpha": d.get("alpha", 0.5),
             "epochs": 1.0 if TINY else d.get("epochs", EPOCHS), "lr": d.get("lr", LR)}
 
 
@@ -137,7 +137,7 @@ def main():
         t_logits, teacher_name = teacher_logits(teacher, tok, ids, types), BASE
     log(f"teacher ({teacher_name}): {len(ids)} pairs, {time.time() - t0:.0f} s")
     for name, v in KEEP.items():
-        t1, sp = time.time(), spec(v)
+        t1, sp = time.time(), spec(v, teacher.config.num_hidden_layers)
         st = train(student_of(teacher, sp["layers"]), tok, ids, types, labels, t_logits, sp)
         log(f"{name} {sp}: trained in {time.time() - t1:.0f} s")
         score_and_send(name, st, tok, sp, teacher_name)

@@ -95,7 +95,7 @@ def main():
         sched.step()
         opt.zero_grad(set_to_none=True)
         if step % 50 == 0:
-            print(f"step {step}/{len(order)} loss {float(loss):.3f} {BS * step / (time.time() - t0):.1f} pairs/s",
+            print(f"step {step}/{len(order)} loss {loss.item():.3f} {BS * step / (time.time() - t0):.1f} pairs/s",
                   flush=True)
     model.eval().to(torch.float16).save_pretrained(out)
     tok.save_pretrained(out)

@@ -38,12 +38,11 @@ def main() -> None:
         shutil.copyfileobj(f, g)
     base = WORK / "mpnet"
     unpack(WORK / "mpnet4.npz", base)
-    mix = WORK / "mix.jsonl"
-    pairs = _read_pairs(carry / "mix.jsonl.xz")
-    if tiny:
-        pairs = pairs[:300]
-        kw = dict(kw, epochs=0.1)
-    mix.write_text("".join(json.dumps(p.__dict__) + "\n" for p in pairs), encoding="utf-8")
+    mix = carry / "mix.jsonl.xz"  # train_nli reads it as it is
+    pairs = _read_pairs(mix)
+    if tiny:  # a slice, written out for train_nli
+        pairs, mix, kw = pairs[:300], WORK / "mix.jsonl", dict(kw, epochs=0.1)
+        mix.write_text("".join(json.dumps(p.__dict__) + "\n" for p in pairs), encoding="utf-8")
     log(f"unpacked, {len(pairs)} pairs, {time.time() - t0:.0f} s")
     tdir, stop = WORK / "T", float(kw.pop("stop_minutes", 5.0))
     rec = train_nli(data="none", out=tdir, base=str(base), mixture=mix, device=dev, eval_limit=0, seed=0,
