@@ -3,6 +3,7 @@ GFLOP/s against the machine's measured matrix-multiply ceiling, and how far int8
 
     .venv/bin/python benchmarks/bench_nli.py                      # halluscope-nli, 10 WikiBio passages, 20 samples
     .venv/bin/python benchmarks/bench_nli.py --passages 4 --aegis  # also time the old aegis model
+    .venv/bin/python benchmarks/bench_nli.py --units UNITS.jsonl.xz  # also 6,000 pairs of every evaluation's inputs
 
 The pairs are the ones SelfCheck-NLI sends for the first K WikiBio passages: sentence-sized evidence (each sentence
 against the 3 closest sentences of each sample, the default) and, for comparison, whole samples (read in sentence
@@ -48,7 +49,18 @@ def wikibio_pairs(passages: int, data: str | None, evidence) -> list[tuple[str, 
     return list(dict.fromkeys((e, s) for it, pr in zip(items, prem) for s, row in zip(it.sentences, pr) for e in row))
 
 
-def time_model(nli, pairs) -> tuple[dict, np.ndarray]:
+def recorded_pairs(path: str, n: int) -> list[tuple[str, str]]:
+    """``n`` unique pairs drawn (seed 1) from recorded NLI inputs: what every evaluation asks, not only WikiBio."""
+    import lzma
+    import random
+
+    with (lzma.open if path.endswith(".xz") else open)(path, "rt", encoding="utf-8") as f:
+        units = list(dict.fromkeys(tuple(json.loads(x)) for x in f))
+    random.Random(1).shuffle(units)
+    return units[:n]
+
+
+def time_model(nli, pairs) -> tuple[dict, np.ndarray, dict]:
     nli.probs(pairs[:8])
     nli.clear_cache()
     nli.forward_pairs = nli.forward_tokens = 0
@@ -64,7 +76,7 @@ def time_model(nli, pairs) -> tuple[dict, np.ndarray]:
         total = sum(p.numel() for p in model.parameters())
         if total > emb:  # quantized modules hide their weights from parameters(): counted from fp32 where known
             row["gflop_per_s"] = round(2 * (total - emb) * nli.forward_tokens / wall / 1e9, 1)
-    return row, p
+    return row, p, dict(nli._unit_cache)
 
 
 def main() -> None:
@@ -73,6 +85,9 @@ def main() -> None:
     ap.add_argument("--data", default=None)
     ap.add_argument("--nli", default="halluscope-nli")
     ap.add_argument("--aegis", action="store_true", help="also time the aegis model")
+    ap.add_argument("--units", default=None, help="also measure on N pairs drawn from a file of recorded NLI inputs "
+                    "(JSON Lines of [premise, hypothesis], plain or .xz: benchmarks/gpu_nli/nli_replay.py record)")
+    ap.add_argument("--n-units", type=int, default=6000)
     ap.add_argument("--out", default=str(HERE / "results" / "nli.json"))
     a = ap.parse_args()
     import torch
@@ -85,23 +100,27 @@ def main() -> None:
     info = {"cpu": cpu_info(), "torch": torch.__version__, "threads": torch.get_num_threads(),
             "matmul_gflops": matmul_ceiling(native_only=True), "passages": a.passages}
     rows = {}
-    for evidence in (3, "sample"):
-        pairs = wikibio_pairs(a.passages, a.data, evidence)
+    for evidence in (3, "sample") + (("recorded",) if a.units else ()):
+        pairs = recorded_pairs(a.units, a.n_units) if evidence == "recorded" else wikibio_pairs(a.passages, a.data,
+                                                                                               evidence)
         ref = None
         precisions = ["fp32", "int8"] + (["bf16"] if bf16_supported() else [])
         for prec in precisions:
-            row, p = time_model(load_nli(a.nli, precision=prec), pairs)
+            row, p, units = time_model(load_nli(a.nli, precision=prec), pairs)
             if ref is None:
-                ref, gflop = p, row.get("gflop_per_s")
+                ref, ref_units, gflop = p, units, row.get("gflop_per_s")
             else:
                 row["max_abs_diff_vs_fp32"] = round(float(np.abs(p - ref).max()), 4)
+                # per window: a long premise takes its most entailing window's row, so a near tie between two
+                # windows can switch the row a pair gets while no window's probabilities move much
+                row["max_abs_diff_windows"] = round(float(max(np.abs(units[u] - ref_units[u]).max() for u in units)), 4)
                 row["top_label_agreement"] = round(float((p.argmax(1) == ref.argmax(1)).mean()), 4)
                 row["gflop_per_s"] = round(gflop * row["tokens_per_s"] / rows[f"{a.nli} fp32 evidence={evidence}"]
                                            ["tokens_per_s"], 1) if gflop else None
             rows[f"{a.nli} {prec} evidence={evidence}"] = row
             print(f"{a.nli:14s} {prec:5s} evidence={str(evidence):6s} " + " ".join(f"{k}={v}" for k, v in row.items()))
         if a.aegis:
-            row, _ = time_model(load_nli("aegis"), pairs)
+            row, _, _ = time_model(load_nli("aegis"), pairs)
             rows[f"aegis int8 evidence={evidence}"] = row
             print(f"{'aegis':14s} int8  evidence={str(evidence):6s} " + " ".join(f"{k}={v}" for k, v in row.items()))
     print(json.dumps(info))
