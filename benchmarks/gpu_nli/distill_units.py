@@ -5,13 +5,14 @@ on WikiBio passages 0-118 only, the passages choices are made on), with the teac
 the packaged model learnt there is kept. Loss: KL divergence to the teacher on the units, train_nli's label loss on
 the mixture pairs; one epoch, AdamW with linear warm-up/decay, word embeddings frozen, bf16 autocast where native.
 
-  python benchmarks/gpu_nli/distill_units.py OUT INIT UNITS.jsonl TEACHER.npz MIX.jsonl.xz [tiny]
+  python benchmarks/gpu_nli/distill_units.py OUT INIT UNITS.jsonl TEACHER.npz MIX.jsonl.xz [--extra X.jsonl] [tiny]
 
 INIT: the model to start from (v4 started from v3: `halluscope train-nli` runs 1 and 2 of the model card);
 UNITS: the pairs to distil on (``nli_replay.py record``); TEACHER: the teacher's probabilities, keyed by
 :func:`pair_key` (``teacher_wikibio_dev.npz`` beside this file holds those of the MPNet teacher of 2026-11-26 for the
 units of WikiBio passages 0-118, so the student is reproduced on a CPU without the GPU run); MIX: the mixture
-(``halluscope train-nli``'s ``build_mixture``, written as JSON Lines).
+(``halluscope train-nli``'s ``build_mixture``, written as JSON Lines); X: labelled pairs added whole, on top of the
+one-to-one sample of MIX (e.g. ``detail_pairs``, the added-detail pairs v4's mixture lacked).
 
   python benchmarks/gpu_nli/distill_units.py --keys UNITS.jsonl TEACHER_PROBS.npz OUT.npz   # rows -> keyed"""
 import json
@@ -46,14 +47,14 @@ def keyed(units_path, probs_path, out_path) -> None:
                         probs=np.load(probs_path)["probs"].astype(np.float32))
 
 
-def load(units_path, teacher_path, mix_path, tiny):
+def load(units_path, teacher_path, mix_path, tiny, extra=None):
     t = np.load(teacher_path)
     row = {int(k): i for i, k in enumerate(t["key"])}
     units = list(dict.fromkeys(tuple(json.loads(x)) for x in open(units_path, encoding="utf-8")))
     units = [u for u in units if pair_key(u) in row]  # the teacher scored what was recorded then (a few differ)
     rng = random.Random(SEED)
     mix = _read_pairs(Path(mix_path))
-    mix = rng.sample(mix, min(len(units), len(mix)))
+    mix = rng.sample(mix, min(len(units), len(mix))) + (_read_pairs(Path(extra)) if extra else [])
     if tiny:
         units, mix = units[:64], mix[:64]
     pairs = units + [(p.premise, p.hypothesis) for p in mix]
@@ -65,8 +66,10 @@ def load(units_path, teacher_path, mix_path, tiny):
 def main():
     if sys.argv[1] == "--keys":
         return keyed(*sys.argv[2:5])
-    out, base, tiny = Path(sys.argv[1]), sys.argv[2], len(sys.argv) > 6
-    pairs, soft, labels = load(*sys.argv[3:6], tiny)
+    args = sys.argv[1:]
+    extra = args.pop(args.index("--extra") + 1) if "--extra" in args else None
+    out, base, tiny = Path(args[0]), args[1], "tiny" in args[5:]
+    pairs, soft, labels = load(*args[2:5], tiny, extra)
     tok = AutoTokenizer.from_pretrained(base)
     enc = tok([p for p, _ in pairs], [h for _, h in pairs], truncation="longest_first", max_length=MAXLEN)
     ids, types = enc["input_ids"], enc["token_type_ids"]
@@ -100,8 +103,10 @@ def main():
     model.eval().to(torch.float16).save_pretrained(out)
     tok.save_pretrained(out)
     rec = json.loads((Path(base) / "training.json").read_text(encoding="utf-8"))
+    if "distilled" in rec:  # a second distillation keeps the first's record
+        rec.setdefault("distilled_before", []).append(rec.pop("distilled"))
     rec["distilled"] = {"units": labels.count(-1), "mixture_pairs": len(labels) - labels.count(-1),
-                        "teacher": sys.argv[4], "lr": LR, "batch_size": BS, "epochs": 1,
+                        "teacher": args[3], "extra": extra, "lr": LR, "batch_size": BS, "epochs": 1,
                         "seconds": round(time.time() - t0), "args": sys.argv[1:]}
     (out / "training.json").write_text(json.dumps(rec, indent=1), encoding="utf-8")
     print(f"done {time.time() - t0:.0f} s", flush=True)

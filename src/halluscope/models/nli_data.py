@@ -19,6 +19,9 @@ DROP passages, CC BY-SA 4.0; ConTRoL passages, from the curriculum benchmark):
   unrelated word is suspect, and reads a near, plausible one as a paraphrase;
 - neutral: the sentence against a window of the same passage that does not contain it (same topic, other facts),
   or against a window of another passage.
+- added details (``details``): a sentence against itself followed by the next sentence, or cut before its last
+  clause against the whole of it: neutral where the premise is the shorter (a detail added), entailment where it is
+  the longer (a detail dropped).
 
 Short claims (``claims``): the same three kinds built from FEVER's claims (the hypotheses of ``fever_rte_dev``,
 CC BY-SA 3.0; median 46 characters: "CBS is the network that aired The Millers."), each against a premise of 1-3 such
@@ -302,6 +305,50 @@ def synthetic_pairs(root: Path, n: int, rng: random.Random, paired: bool = False
     return out[:n]
 
 
+_TAIL = re.compile(r", (?!(?:unless|if|except|or|although|though|whether|not)\b)(?=[a-z])")
+_SUBORDINATE = ("although", "though", "if", "when", "while", "because", "unless", "after", "before", "since", "as",
+                "whether", "once", "until")
+
+
+def _head(s: str) -> str | None:
+    """``s`` cut before its last comma clause (", sealing the win ...", ", but its focus has since grown ..."), so
+    that ``s`` entails the head and the head does not entail ``s``; None where the head would be under 6 words, the
+    clause under 3, the clause could condition the head (", unless ...", ", if ...") or the head opens with a
+    subordinate clause ("Although ..., ...")."""
+    cuts = list(_TAIL.finditer(s))
+    if not cuts or s.split(" ", 1)[0].lower() in _SUBORDINATE:
+        return None
+    head, tail = s[: cuts[-1].start()], s[cuts[-1].end() :]
+    if len(head.split()) < 6 or len(tail.split()) < 3:
+        return None
+    return head.rstrip(" ;:") + "."
+
+
+def detail_pairs(root: Path, n: int, rng: random.Random) -> list[Pair]:
+    """Up to ``n`` pairs where one side says everything the other says and more (non-WikiBio passages, as
+    :func:`synthetic_pairs`), both directions of each as a minimal pair: a sentence against itself followed by the
+    passage's next sentence, or a sentence cut before its last clause against the whole sentence (:func:`_head`).
+    The shorter premise gives ``neutral`` (the added detail is not stated there), the longer one ``entailment``. A
+    mixture of swaps and claims teaches that a near-copy with something changed is a contradiction; without these
+    pairs a model also calls an added detail a contradiction (EVALUATION.md, issue 13: the MPNet teacher on SAC3)."""
+    passages = _passages(root, 20_000)
+    flat = [(i, j) for i, p in enumerate(passages) for j in range(len(p) - 1)]
+    rng.shuffle(flat)
+    out: list[Pair] = []
+    for i, j in flat:
+        s = passages[i][j]
+        if rng.random() < 0.5:
+            short, long = s, f"{s} {passages[i][j + 1]}"
+        else:
+            short, long = _head(s), s
+            if short is None:
+                continue
+        out += [Pair(short, long, "neutral", "details"), Pair(long, short, "entailment", "details")]
+        if len(out) >= n:
+            break
+    return out[:n]
+
+
 def _claims(root: Path) -> list[str]:
     """FEVER's unique claims of 20-120 characters and at least 3 words (short factual sentences about entities)."""
     rows = _rows(root / "covidfact_and_fever_rte" / "fever_rte_dev.jsonl")
@@ -373,12 +420,12 @@ def claim_pairs(root: Path, n: int, rng: random.Random, hard: bool = False, twin
 
 def build_mixture(root: str | Path, synthetic: int = 15_000, seed: int = 0, scale: float = 1.0,
                   paired: bool = False, hard: bool = False, claims: int = 0, twins: bool = False,
-                  objects: bool = False) -> list[Pair]:
+                  objects: bool = False, details: int = 0) -> list[Pair]:
     """The whole training mixture, shuffled with ``seed``; ``scale`` shrinks every source (e.g. 0.01 for a smoke
     test); ``paired``: synthetic contradictions come with their minimal entailment pairs; ``hard``: half of the
     entity swaps take a near entity (:func:`synthetic_pairs`); ``claims``: that many short-claim pairs
     (:func:`claim_pairs`), with generalization twins where ``twins``, swapping no claim's opening entity where
-    ``objects``."""
+    ``objects``; ``details``: that many added-detail pairs (:func:`detail_pairs`)."""
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"NLI data folder not found: {root} (give --data PATH to data/nli)")
@@ -391,6 +438,8 @@ def build_mixture(root: str | Path, synthetic: int = 15_000, seed: int = 0, scal
         pairs += synthetic_pairs(root, max(1, int(synthetic * scale)), rng, paired=paired, hard=hard)
     if claims:
         pairs += claim_pairs(root, max(1, int(claims * scale)), rng, hard=hard, twins=twins, objects=objects)
+    if details:
+        pairs += detail_pairs(root, max(2, int(details * scale)), rng)
     rng.shuffle(pairs)
     return pairs
 
