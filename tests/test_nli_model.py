@@ -144,11 +144,12 @@ def test_train_nli_end_to_end_on_a_tiny_slice(tmp_path, data_dir):
     from halluscope.models.nli_train import train_nli
 
     rec = train_nli(data_dir / "nli", tmp_path, epochs=1, scale=0.004, synthetic=20_000, claims=10_000,
-                    eval_limit=40, batch_size=16, log=lambda m: None)
+                    details=5_000, eval_limit=40, batch_size=16, log=lambda m: None)
     assert (tmp_path / "model" / "model.safetensors").is_file()
     assert 0 <= rec["metrics"]["mnli_dev_matched"]["accuracy_3way"] <= 1
     assert "synthetic" in rec["mixture"] and rec["mixture"]["snli_dev"]["licence"].startswith("CC BY-SA")
     assert rec["mixture"]["claims"]["pairs"] == 40 and rec["args"]["claims"] == 10_000
+    assert rec["mixture"]["details"]["labels"] == {"neutral": 10, "entailment": 10}
     nli = HFNLI(str(tmp_path / "model"))
     assert nli.probs([CLEAR[0][:2]]).shape == (1, 3)
     # resumable: a second run with the same folder finds the finished checkpoint and only re-exports

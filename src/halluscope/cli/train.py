@@ -136,6 +136,8 @@ def train_nli_cmd(
     claim_objects: bool = typer.Option(False, "--claim-objects", help="With --claims: never swap the entity that "
                                        "opens a claim (its subject) or one inside a title: 'X is a producer' -> "
                                        "'Y is a producer' is no contradiction."),
+    details: int = typer.Option(0, "--details", help="Added-detail pairs: a sentence against itself plus the next "
+                                "one, or cut before its last clause, as neutral; the reverse as entailment."),
     mixture: Optional[Path] = typer.Option(None, "--mixture", help="Train on this pairs file (another run's "
                                            "OUT/mixture.jsonl, or it gzipped, to carry to a GPU machine) instead of "
                                            "building the mixture from --data; --data then only serves the evaluation."),
@@ -156,17 +158,15 @@ def train_nli_cmd(
     if package:
         from ..models.nli_train import package_model
 
-        ev = json.loads(evaluation.read_text()) if evaluation else None
-        print(package_model(package, evaluation=ev))
-        return
+        return print(package_model(package, evaluation=json.loads(evaluation.read_text()) if evaluation else None))
     if out is None:
         err.print("[red]error:[/] --out is required (the folder the training writes to)")
         raise typer.Exit(2)
-    data = data or Path(default_data_dir()) / "nli"
-    rec = train_nli(data, out, base=base, seed=seed, epochs=epochs, batch_size=batch_size, lr=lr,
-                    max_length=max_length, synthetic=synthetic, scale=scale, eval_limit=eval_limit,
-                    stop_after_minutes=stop_after, train_embeddings=train_embeddings, paired=paired,
-                    hard_swaps=hard_swaps, claims=claims, claim_twins=claim_twins, claim_objects=claim_objects,
-                    mixture=mixture, device=device, part_mb=part_mb, log=lambda m: err.print(m, highlight=False))
+    rec = train_nli(data or Path(default_data_dir()) / "nli", out, base=base, seed=seed, epochs=epochs,
+                    batch_size=batch_size, lr=lr, max_length=max_length, synthetic=synthetic, scale=scale,
+                    eval_limit=eval_limit, stop_after_minutes=stop_after, train_embeddings=train_embeddings,
+                    paired=paired, hard_swaps=hard_swaps, claims=claims, claim_twins=claim_twins,
+                    claim_objects=claim_objects, details=details, mixture=mixture, device=device, part_mb=part_mb,
+                    log=lambda m: err.print(m, highlight=False))
     print(json.dumps(rec.get("metrics", rec), indent=1))
 

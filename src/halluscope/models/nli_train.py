@@ -87,6 +87,20 @@ def _label_id(label: str) -> int:
     return LABELS.index(label) if label in LABELS else 3
 
 
+def _device(device: str):
+    """The torch device of ``auto`` (CUDA where torch sees a GPU, else the CPU), ``cpu`` or ``cuda``."""
+    import torch
+
+    if device not in ("auto", "cpu", "cuda") or (device == "cuda" and not torch.cuda.is_available()):
+        raise ValueError(f"device '{device}': give auto, cpu, or cuda on a machine where torch sees a CUDA GPU "
+                         f"(this one: {'yes' if torch.cuda.is_available() else 'no'})")
+    return torch.device(("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device)
+
+
+_RECORDED = ("base", "seed", "epochs", "batch_size", "lr", "max_length", "synthetic", "scale", "train_embeddings",
+             "paired", "hard_swaps", "claims", "claim_twins", "claim_objects", "details")
+
+
 def train_nli(
     data: str | Path,
     out: str | Path,
@@ -108,6 +122,7 @@ def train_nli(
     claims: int = 0,
     claim_twins: bool = False,
     claim_objects: bool = False,
+    details: int = 0,
     mixture: str | Path | None = None,
     device: str = "auto",
     part_mb: float = 0,
@@ -119,9 +134,7 @@ def train_nli(
     sees a GPU, else the CPU), ``cpu`` or ``cuda``; bf16 autocast where native. ``part_mb``: :func:`write_parts`."""
     import torch
 
-    if device not in ("auto", "cpu", "cuda") or (device == "cuda" and not torch.cuda.is_available()):
-        raise ValueError(f"device '{device}': give auto, cpu, or cuda on a machine where torch sees a CUDA GPU "
-                         f"(this one: {'yes' if torch.cuda.is_available() else 'no'})")
+    dev = _device(device)
     out, data = Path(out), Path(data)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
@@ -129,10 +142,11 @@ def train_nli(
         torch.set_num_threads(threads)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     t0 = time.time()
+    recorded = {k: v for k, v in locals().items() if k in _RECORDED}  # the settings the card's command repeats
     pairs = _load_mixture(out, data, Path(mixture) if mixture else None, synthetic=synthetic, seed=seed, scale=scale,
-                          paired=paired, hard=hard_swaps, claims=claims, twins=claim_twins, objects=claim_objects)
+                          paired=paired, hard=hard_swaps, claims=claims, twins=claim_twins, objects=claim_objects,
+                          details=details)
     log(f"mixture: {len(pairs)} pairs ({time.time() - t0:.0f} s)")
-    dev = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device)
     run = _Run(out, base, pairs, batch_size, epochs, lr, max_length, train_embeddings, log, dev)
     log(f"training on {dev}{' in bf16 autocast' if run.use_bf16 else ''}")
     stopped = run.loop(seed, checkpoint_minutes, stop_after_minutes, t0)
@@ -140,10 +154,8 @@ def train_nli(
         log(f"stopped at step {run.step}/{run.total}; run again with the same --out to continue")
         return {"step": run.step, "total": run.total, "stopped": True}
     rec = export_nli(run.model, run.tok, out, pairs, dict(
-        base=base, seed=seed, epochs=epochs, batch_size=batch_size, lr=lr, max_length=max_length,
-        synthetic=synthetic, scale=scale, train_embeddings=train_embeddings, paired=paired, hard_swaps=hard_swaps,
-        claims=claims, claim_twins=claim_twins, claim_objects=claim_objects, steps=run.total, device=dev.type,
-        train_seconds=round(run.before + time.time() - t0)), data, eval_limit, log)
+        recorded, steps=run.total, device=dev.type, train_seconds=round(run.before + time.time() - t0)), data,
+        eval_limit, log)
     if part_mb:
         log(f"parts of at most {part_mb:g} MB: {write_parts(out / 'model', out / 'model_parts', part_mb)}")
     return rec
@@ -302,7 +314,8 @@ def _command(a: dict, out: str, base: str | None) -> str:
             + (" --train-embeddings" if a.get("train_embeddings") else "") + (" --paired" if a.get("paired") else "")
             + (" --hard-swaps" if a.get("hard_swaps") else "") + (f" --claims {a['claims']}" if a.get("claims") else "")
             + (" --claim-twins" if a.get("claim_twins") else "")
-            + (" --claim-objects" if a.get("claim_objects") else ""))
+            + (" --claim-objects" if a.get("claim_objects") else "") + (f" --details {a['details']}" if a.get("details")
+                                                                           else ""))
 
 
 def _training_lines(stages: list[dict]) -> list[str]:
