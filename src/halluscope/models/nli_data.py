@@ -330,7 +330,9 @@ def detail_pairs(root: Path, n: int, rng: random.Random) -> list[Pair]:
     passage's next sentence, or a sentence cut before its last clause against the whole sentence (:func:`_head`).
     The shorter premise gives ``neutral`` (the added detail is not stated there), the longer one ``entailment``. A
     mixture of swaps and claims teaches that a near-copy with something changed is a contradiction; without these
-    pairs a model also calls an added detail a contradiction (EVALUATION.md, issue 13: the MPNet teacher on SAC3)."""
+    pairs a model also calls an added detail a contradiction (EVALUATION.md, issue 13: the MPNet teacher on SAC3).
+    Not in the packaged model's mixture: a continuation of v4 with 6,000 of them lost SAC3 non-contradiction
+    (EVALUATION.md, issue 13, "Added-detail and short-claim pairs")."""
     passages = _passages(root, 20_000)
     flat = [(i, j) for i, p in enumerate(passages) for j in range(len(p) - 1)]
     rng.shuffle(flat)
