@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_ensemble.py                  # open-ended preset, all 250 answers
     .venv/bin/python benchmarks/bench_ensemble.py --limit 50 --nli aegis
+    .venv/bin/python benchmarks/bench_ensemble.py --nli-precision bf16   # where the CPU has native bf16
 
 Times the preset's components that need no LLM (exact match, non-contradiction, semantic negentropy, BERTScore,
 cosine; a judge costs whatever its LLM costs), with fresh models and empty caches, model loading timed apart.
@@ -25,6 +26,7 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--nli", default=None)
     ap.add_argument("--data", default=None)
+    ap.add_argument("--nli-precision", default="auto", help="auto (fp32), fp32, bf16 or int8")
     ap.add_argument("--out", default=str(HERE / "results" / "ensemble.json"))
     a = ap.parse_args()
     import torch
@@ -40,19 +42,20 @@ def main() -> None:
     items = load_sac3(a.data, a.limit)
     comps = [c for c in EnsembleConfig.preset(a.preset).components if c in COMPONENTS]
     t = time.perf_counter()
-    enc, nli = Encoder(), load_nli(a.nli)
+    enc, nli = Encoder(), load_nli(a.nli, **({} if a.nli_precision == "auto" else {"precision": a.nli_precision}))
     load = time.perf_counter() - t
     t = time.perf_counter()
     ComponentScorer(enc, nli, components=comps).score(items)
     wall = time.perf_counter() - t
-    row = {"preset": a.preset, "components": comps, "nli": nli.name, "answers": len(items),
+    row = {"preset": a.preset, "components": comps, "nli": nli.name, "nli_precision": getattr(nli, "precision", None),
+           "answers": len(items),
            "samples": len(items[0].samples), "load_s": round(load, 2), "wall_s": round(wall, 2),
            "s_per_answer": round(wall / len(items), 3), "nli_pairs": nli.forward_pairs,
            "encoder_texts": enc.forward_texts, "cpu": cpu_info()}
     print(json.dumps(row))
     path = Path(a.out)
     res = json.loads(path.read_text()) if path.exists() else {}
-    res[f"{a.preset}@{nli.name}@{len(items)}"] = row
+    res[f"{a.preset}@{nli.name}@{len(items)}" + ("" if a.nli_precision == "auto" else f"@{a.nli_precision}")] = row
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(res, indent=1))
 
