@@ -42,7 +42,7 @@ def main() -> None:
     items = load_sac3(a.data, a.limit)
     comps = [c for c in EnsembleConfig.preset(a.preset).components if c in COMPONENTS]
     t = time.perf_counter()
-    enc, nli = Encoder(), load_nli(a.nli, **({} if a.nli_precision == "auto" else {"precision": a.nli_precision}))
+    enc, nli = Encoder(), load_nli(a.nli, precision=a.nli_precision)
     load = time.perf_counter() - t
     t = time.perf_counter()
     ComponentScorer(enc, nli, components=comps).score(items)

@@ -51,11 +51,11 @@ def wikibio_pairs(passages: int, data: str | None, evidence) -> list[tuple[str, 
 
 def recorded_pairs(path: str, n: int) -> list[tuple[str, str]]:
     """``n`` unique pairs drawn (seed 1) from recorded NLI inputs: what every evaluation asks, not only WikiBio."""
-    import lzma
     import random
 
-    with (lzma.open if path.endswith(".xz") else open)(path, "rt", encoding="utf-8") as f:
-        units = list(dict.fromkeys(tuple(json.loads(x)) for x in f))
+    from halluscope.models.nli_data import _rows
+
+    units = list(dict.fromkeys(tuple(x) for x in _rows(Path(path))))
     random.Random(1).shuffle(units)
     return units[:n]
 

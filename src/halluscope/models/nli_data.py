@@ -41,6 +41,7 @@ import json
 import random
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Iterator
 
@@ -175,9 +176,11 @@ def _shift_number(s: str, rng: random.Random) -> str | None:
 _DIALOGUE = ("qmsum", "samsum", "sales_call")  # meeting and chat transcripts: not the prose LLM answers are
 
 
-def _passages(root: Path, limit: int) -> list[list[str]]:
-    """Prose passages (lists of sentences) from SummEdits documents and the DROP and ConTRoL passages of the
-    curriculum benchmark (history, sport, science, news: rich in names, dates and numbers); never WikiBio."""
+@lru_cache(maxsize=2)
+def _passages(root: Path, limit: int) -> tuple[tuple[str, ...], ...]:
+    """Prose passages (tuples of sentences) from SummEdits documents and the DROP and ConTRoL passages of the
+    curriculum benchmark (history, sport, science, news: rich in names, dates and numbers); never WikiBio. Read once
+    per process: the synthetic and the added-detail pairs of one mixture draw from the same passages."""
     from ..text import split_sentences
 
     docs = []
@@ -192,8 +195,8 @@ def _passages(root: Path, limit: int) -> list[list[str]]:
         sents = [_clean(s) for s in split_sentences(d)]
         sents = [s for s in sents if 30 <= len(s) <= 260 and len(s.split()) >= 6]
         if len(sents) >= 4:
-            out.append(sents)
-    return out
+            out.append(tuple(sents))
+    return tuple(out)
 
 
 def _entities(texts: list[str]) -> tuple[list[list[tuple[str, str, int]]], dict[str, list[str]]]:
@@ -268,7 +271,7 @@ def synthetic_pairs(root: Path, n: int, rng: random.Random, paired: bool = False
     ents, pool = _entities([passages[i][j] for i, j in flat])
     near = _near_entities(ents, pool) if hard else {}
 
-    def window(p: list[str], j: int, contains: bool) -> str:
+    def window(p: tuple[str, ...], j: int, contains: bool) -> str:
         k = rng.choice([1, 2, 2, 3])
         if contains:
             lo = rng.randint(max(0, j - k + 1), j)
