@@ -43,8 +43,8 @@ if rec.get("stopped"):  # ran out of time: export the state reached, marked, for
 '''
 
 
-def read_units(carry: Path, tiny: bool) -> list[tuple[str, str]]:
-    with lzma.open(carry / "units.jsonl.xz", "rt", encoding="utf-8") as f:
+def read_units(carry: Path, tiny: bool, name: str = "units.jsonl.xz") -> list[tuple[str, str]]:
+    with lzma.open(carry / name, "rt", encoding="utf-8") as f:
         units = [tuple(json.loads(line)) for line in f]
     return units[:300] if tiny else units
 

@@ -5,7 +5,7 @@ on WikiBio passages 0-118 only, the passages choices are made on), with the teac
 the packaged model learnt there is kept. Loss: KL divergence to the teacher on the units, train_nli's label loss on
 the mixture pairs; one epoch, AdamW with linear warm-up/decay, word embeddings frozen, bf16 autocast where native.
 
-  python benchmarks/gpu_nli/distill_units.py OUT INIT UNITS.jsonl TEACHER.npz MIX.jsonl.xz [--extra X.jsonl] [tiny]
+  python benchmarks/gpu_nli/distill_units.py OUT INIT UNITS.jsonl[.xz] TEACHER.npz MIX.jsonl.xz [--extra X.jsonl] [tiny]
 
 INIT: the model to start from (v4 started from v3: `halluscope train-nli` runs 1 and 2 of the model card);
 UNITS: the pairs to distil on (``nli_replay.py record``); TEACHER: the teacher's probabilities, keyed by
@@ -28,6 +28,7 @@ import torch  # noqa: E402
 from transformers import AutoModelForSequenceClassification, AutoTokenizer  # noqa: E402
 
 from halluscope.models.encoder import bf16_supported  # noqa: E402
+from halluscope.models.nli_data import _rows  # noqa: E402
 from halluscope.models.nli_train import _batches, _label_id, _loss, _read_pairs, linear_schedule  # noqa: E402
 
 LR, BS, MAXLEN, SEED = 3e-5, 32, 128, 0
@@ -50,7 +51,7 @@ def keyed(units_path, probs_path, out_path) -> None:
 def load(units_path, teacher_path, mix_path, tiny, extra=None):
     t = np.load(teacher_path)
     row = {int(k): i for i, k in enumerate(t["key"])}
-    units = list(dict.fromkeys(tuple(json.loads(x)) for x in open(units_path, encoding="utf-8")))
+    units = list(dict.fromkeys(tuple(x) for x in _rows(Path(units_path))))
     units = [u for u in units if pair_key(u) in row]  # the teacher scored what was recorded then (a few differ)
     rng = random.Random(SEED)
     mix = _read_pairs(Path(mix_path))
@@ -78,15 +79,17 @@ def main():
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=LR, weight_decay=0.01)
     order = _batches([len(x) for x in ids], BS, random.Random(SEED))
-    sched, bf16, t0 = linear_schedule(opt, len(order)), bf16_supported("cpu"), time.time()
+    dev = "cuda" if torch.cuda.is_available() else "cpu"  # the same steps on a GPU where there is one
+    model.to(dev)
+    sched, bf16, t0 = linear_schedule(opt, len(order)), bf16_supported(dev), time.time()
     torch.manual_seed(SEED)
     model.train()
     for step, b in enumerate(order, 1):
-        batch = tok.pad([{"input_ids": ids[i], "token_type_ids": types[i]} for i in b], return_tensors="pt")
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        batch = tok.pad([{"input_ids": ids[i], "token_type_ids": types[i]} for i in b], return_tensors="pt").to(dev)
+        with torch.autocast(dev, dtype=torch.bfloat16, enabled=bf16):
             logits = model(**batch).logits.float()
-        y = torch.tensor([labels[i] for i in b])
-        t = torch.from_numpy(soft[b]).clamp_min(1e-6)
+        y = torch.tensor([labels[i] for i in b], device=dev)
+        t = torch.from_numpy(soft[b]).to(dev).clamp_min(1e-6)
         st = y < 0
         kl = (torch.nn.functional.kl_div(torch.log_softmax(logits[st], -1), t[st].log(), log_target=True,
                                          reduction="sum") / max(1, int(st.sum()))) if st.any() else 0.0

@@ -6,7 +6,10 @@ fp32, and writes those probabilities and its log to OUT (README.md beside this f
 
   python3 benchmarks/gpu_nli/teacher.py OUT CARRY '{"epochs": 2, "lr": 2e-5, "batch_size": 32}' [tiny]
 
-CARRY holds ``mpnet4.npz.xz``, ``mix.jsonl.xz`` and ``units.jsonl.xz``."""
+CARRY holds ``mpnet4.npz.xz``, ``mix.jsonl.xz`` and ``units.jsonl.xz``. Optional settings beside train_nli's: ``name``
+(of the run and its files; two runs can share the GPU), ``mix`` (another mixture file in CARRY), ``pool`` (false: do
+not score the mixture's pairs), ``pack`` (true: also send the teacher back in NF4, ``pack4.py``, in 15 MB parts, to
+score more pairs with it elsewhere). A ``units2.jsonl.xz`` in CARRY is scored too (more pairs to distil on)."""
 import json
 import lzma
 import shutil
@@ -19,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from device_run import WORK, read_units, score_units  # noqa: E402 (beside this file)
-from pack4 import unpack  # noqa: E402
+from device_run import PART, WORK, read_units, score_units  # noqa: E402 (beside this file)
+from pack4 import pack, unpack  # noqa: E402
 from halluscope.models.nli_train import _load_mixture, _read_pairs, _Run, export_nli, train_nli  # noqa: E402
 
 
@@ -30,21 +33,24 @@ def log(*a):
 
 def main() -> None:
     out, carry, kw, tiny = Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3]), len(sys.argv) > 4
+    name, mixname = kw.pop("name", "teacher"), kw.pop("mix", "mix.jsonl.xz")
+    score_pool, send_nf4 = kw.pop("pool", True), kw.pop("pack", False)
+    work = WORK / name
     out.mkdir(parents=True, exist_ok=True)
-    WORK.mkdir(exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
     t0, dev = time.time(), "cuda" if torch.cuda.is_available() else "cpu"
     torch.backends.cuda.matmul.allow_tf32 = True  # a teacher's scores: TF32 matmuls are fine
-    with lzma.open(carry / "mpnet4.npz.xz", "rb") as f, open(WORK / "mpnet4.npz", "wb") as g:
+    with lzma.open(carry / "mpnet4.npz.xz", "rb") as f, open(work / "mpnet4.npz", "wb") as g:
         shutil.copyfileobj(f, g)
-    base = WORK / "mpnet"
-    unpack(WORK / "mpnet4.npz", base)
-    mix = carry / "mix.jsonl.xz"  # train_nli reads it as it is
+    base = work / "mpnet"
+    unpack(work / "mpnet4.npz", base)
+    mix = carry / mixname  # train_nli reads it as it is
     pairs = _read_pairs(mix)
     if tiny:  # a slice, written out for train_nli
-        pairs, mix, kw = pairs[:300], WORK / "mix.jsonl", dict(kw, epochs=0.1)
+        pairs, mix, kw = pairs[:300], work / "mix.jsonl", dict(kw, epochs=0.1)
         mix.write_text("".join(json.dumps(p.__dict__) + "\n" for p in pairs), encoding="utf-8")
     log(f"unpacked, {len(pairs)} pairs, {time.time() - t0:.0f} s")
-    tdir, stop = WORK / "T", float(kw.pop("stop_minutes", 5.0))
+    tdir, stop = work / "T", float(kw.pop("stop_minutes", 5.0))
     rec = train_nli(data="none", out=tdir, base=str(base), mixture=mix, device=dev, eval_limit=0, seed=0,
                     max_length=128, train_embeddings=True, stop_after_minutes=stop, checkpoint_minutes=100,
                     log=log, **kw)
@@ -56,11 +62,19 @@ def main() -> None:
     log(f"trained, {time.time() - t0:.0f} s")
     model = tdir / "model"
     units = read_units(carry, tiny)
-    pool = [(p.premise, p.hypothesis) for p in pairs]
-    probs = score_units(model, pool + units, dev)
-    np.savez_compressed(out / "teacher_probs.npz", pool=probs[:len(pool)], units=probs[len(pool):])
-    shutil.copy2(model / "training.json", out / "teacher_training.json")
-    log(f"scored {len(pool)} pool pairs and {len(units)} units; done {time.time() - t0:.0f} s")
+    more = read_units(carry, tiny, "units2.jsonl.xz") if (carry / "units2.jsonl.xz").is_file() else []
+    pool = [(p.premise, p.hypothesis) for p in pairs] if score_pool else []
+    probs = score_units(model, pool + units + more, dev)
+    n, m = len(pool), len(pool) + len(units)
+    np.savez_compressed(out / f"{name}_probs.npz", pool=probs[:n], units=probs[n:m], units2=probs[m:])
+    log("training.json", (model / "training.json").read_text(encoding="utf-8"))
+    log(f"scored {n} pool pairs, {len(units)} + {len(more)} units; {time.time() - t0:.0f} s")
+    if send_nf4:  # the teacher itself, to score more pairs elsewhere (pack4.py unpack joins nothing: cat the parts)
+        pack(model, work / "t4.npz")
+        data = (work / "t4.npz").read_bytes()
+        for i in range(0, len(data), PART):
+            (out / f"{name}_nf4.npz.part{i // PART}").write_bytes(data[i:i + PART])
+        log(f"packed, {len(data) / 1e6:.1f} MB; done {time.time() - t0:.0f} s")
 
 
 if __name__ == "__main__":
