@@ -130,6 +130,8 @@ def main():
         import numpy as np
 
         pool = np.load(given)["pool"]
+        if not len(pool):  # teacher.py with "pool": false scored no mixture pair
+            raise SystemExit(f"{given} holds no probabilities of the mixture's pairs: run teacher.py with pool scored")
         keep_n = min(len(pool), len(ids))
         ids, types, labels = ids[:keep_n], types[:keep_n], labels[:keep_n]
         t_logits, teacher_name = torch.log(torch.from_numpy(pool[:keep_n]).float().clamp_min(1e-6)), str(given)

@@ -14,9 +14,8 @@ units of WikiBio passages 0-118, so the student is reproduced on a CPU without t
 (``halluscope train-nli``'s ``build_mixture``, written as JSON Lines); X: labelled pairs added whole, on top of the
 one-to-one sample of MIX (e.g. ``detail_pairs``, the added-detail pairs v4's mixture lacked).
 
-  python benchmarks/gpu_nli/distill_units.py --keys UNITS.jsonl TEACHER_PROBS.npz OUT.npz   # rows -> keyed"""
+  python benchmarks/gpu_nli/distill_units.py --keys UNITS.jsonl[,UNITS2.jsonl.xz] TEACHER_PROBS.npz OUT.npz  # keyed"""
 import json
-import math
 import random
 import sys
 import time
@@ -42,10 +41,15 @@ def pair_key(pair) -> int:
 
 
 def keyed(units_path, probs_path, out_path) -> None:
-    """The teacher's rows (``probs``, in the order of the recorded units) as a keyed file."""
-    units = [tuple(json.loads(x)) for x in open(units_path, encoding="utf-8")]
-    np.savez_compressed(out_path, key=np.array([pair_key(u) for u in units], np.int64),
-                        probs=np.load(probs_path)["probs"].astype(np.float32))
+    """The teacher's rows as a keyed file. UNITS: one or more units files joined by commas (``.jsonl`` or
+    ``.jsonl.xz``); PROBS: their rows in the same order, as ``probs`` (a replay file) or ``units`` then ``units2``
+    (``teacher.py``'s output for ``units.jsonl.xz`` then ``units2.jsonl.xz``)."""
+    units = [tuple(x) for path in units_path.split(",") for x in _rows(Path(path))]
+    z = np.load(probs_path)
+    probs = z["probs"] if "probs" in z else np.concatenate([z["units"], z["units2"]])
+    if len(probs) != len(units):
+        raise SystemExit(f"{probs_path}: {len(probs)} rows for {len(units)} units")
+    np.savez_compressed(out_path, key=np.array([pair_key(u) for u in units], np.int64), probs=probs.astype(np.float32))
 
 
 def load(units_path, teacher_path, mix_path, tiny, extra=None):

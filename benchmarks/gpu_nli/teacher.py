@@ -2,7 +2,8 @@
 ``pack4.py``, since the call takes 64 MiB) fine-tuned on the mixture by ``train_nli`` (the library function behind
 ``halluscope train-nli``), all weights trained; then it scores the mixture's own pairs (the soft labels
 ``distill.py`` trains a student on) and every recorded NLI input of the evaluations (``nli_replay.py``), both in
-fp32, and writes those probabilities and its log to OUT (README.md beside this file).
+fp32, and writes those probabilities to OUT/NAME_probs.npz (``pool``, ``units``, ``units2``), printing its log and
+its training record (README.md beside this file). ``distill.py`` reads them as ``CARRY/teacher_probs.npz``.
 
   python3 benchmarks/gpu_nli/teacher.py OUT CARRY '{"epochs": 2, "lr": 2e-5, "batch_size": 32}' [tiny]
 
