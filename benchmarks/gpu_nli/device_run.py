@@ -44,9 +44,18 @@ if rec.get("stopped"):  # ran out of time: export the state reached, marked, for
 
 
 def read_units(carry: Path, tiny: bool, name: str = "units.jsonl.xz") -> list[tuple[str, str]]:
-    with lzma.open(carry / name, "rt", encoding="utf-8") as f:
-        units = [tuple(json.loads(line)) for line in f]
+    sys.path.insert(0, "src")
+    from halluscope.models.nli_data import _rows
+
+    units = [tuple(u) for u in _rows(carry / name)]
     return units[:300] if tiny else units
+
+
+def send_parts(data: bytes, out: Path, stem: str) -> None:
+    """``data`` cut into OUT/STEM.partN files of 15 MB (what a device call sends back: files of at most 16 MiB);
+    ``cat`` joins them."""
+    for i in range(0, len(data), PART):
+        (out / f"{stem}.part{i // PART}").write_bytes(data[i:i + PART])
 
 
 def score_units(model_dir: Path, units: list[tuple[str, str]], dev: str):
@@ -74,9 +83,7 @@ def send_weights(name: str, model_dir: Path, out: Path, full: bool) -> None:
           if full or "word_embeddings" not in k}
     tmp = WORK / f"{name}_w.safetensors"
     save_file(sd, str(tmp))
-    data = gzip.compress(tmp.read_bytes(), compresslevel=1)
-    for i in range(0, len(data), PART):
-        (out / f"{name}_w.gz.part{i // PART}").write_bytes(data[i:i + PART])
+    send_parts(gzip.compress(tmp.read_bytes(), compresslevel=1), out, f"{name}_w.gz")
 
 
 def main() -> None:

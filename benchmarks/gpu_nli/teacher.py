@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from device_run import PART, WORK, read_units, score_units  # noqa: E402 (beside this file)
+from device_run import WORK, read_units, score_units, send_parts  # noqa: E402 (beside this file)
 from pack4 import pack, unpack  # noqa: E402
 from halluscope.models.nli_train import _load_mixture, _read_pairs, _Run, export_nli, train_nli  # noqa: E402
 
@@ -72,10 +72,8 @@ def main() -> None:
     log(f"scored {n} pool pairs, {len(units)} + {len(more)} units; {time.time() - t0:.0f} s")
     if send_nf4:  # the teacher itself, to score more pairs elsewhere (pack4.py unpack joins nothing: cat the parts)
         pack(model, work / "t4.npz")
-        data = (work / "t4.npz").read_bytes()
-        for i in range(0, len(data), PART):
-            (out / f"{name}_nf4.npz.part{i // PART}").write_bytes(data[i:i + PART])
-        log(f"packed, {len(data) / 1e6:.1f} MB; done {time.time() - t0:.0f} s")
+        send_parts((work / "t4.npz").read_bytes(), out, f"{name}_nf4.npz")
+        log(f"packed, {(work / 't4.npz').stat().st_size / 1e6:.1f} MB; done {time.time() - t0:.0f} s")
 
 
 if __name__ == "__main__":

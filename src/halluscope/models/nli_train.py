@@ -314,8 +314,8 @@ def _command(a: dict, out: str, base: str | None) -> str:
             + (" --train-embeddings" if a.get("train_embeddings") else "") + (" --paired" if a.get("paired") else "")
             + (" --hard-swaps" if a.get("hard_swaps") else "") + (f" --claims {a['claims']}" if a.get("claims") else "")
             + (" --claim-twins" if a.get("claim_twins") else "")
-            + (" --claim-objects" if a.get("claim_objects") else "") + (f" --details {a['details']}" if a.get("details")
-                                                                           else ""))
+            + (" --claim-objects" if a.get("claim_objects") else "")
+            + (f" --details {a['details']}" if a.get("details") else ""))
 
 
 def _training_lines(stages: list[dict]) -> list[str]:
