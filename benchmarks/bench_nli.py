@@ -79,6 +79,25 @@ def time_model(nli, pairs) -> tuple[dict, np.ndarray, dict]:
     return row, p, dict(nli._unit_cache)
 
 
+def ort_matmul_ceiling(n: int = 2048, repeats: int = 10) -> float:
+    """fp32 GEMM GFLOP/s of ONNX Runtime's own kernels (one MatMul node), the ceiling of the default fp32 runtime."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    x = [helper.make_tensor_value_info(k, TensorProto.FLOAT, [n, n]) for k in "ABC"]
+    graph = helper.make_graph([helper.make_node("MatMul", ["A", "B"], ["C"])], "gemm", x[:2], x[2:])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = os.cpu_count() or 1
+    s = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    feed = {k: np.random.default_rng(0).standard_normal((n, n), dtype=np.float32) for k in "AB"}
+    s.run(None, feed)
+    t = time.perf_counter()
+    for _ in range(repeats):
+        s.run(None, feed)
+    return round(2 * n**3 / ((time.perf_counter() - t) / repeats) / 1e9, 1)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--passages", type=int, default=10)
@@ -98,27 +117,30 @@ def main() -> None:
 
     torch.set_num_threads(os.cpu_count() or 1)
     info = {"cpu": cpu_info(), "torch": torch.__version__, "threads": torch.get_num_threads(),
-            "matmul_gflops": matmul_ceiling(native_only=True), "passages": a.passages}
+            "matmul_gflops": matmul_ceiling(native_only=True) | {"fp32_onnxruntime": ort_matmul_ceiling()},
+            "passages": a.passages}
     rows = {}
     for evidence in (3, "sample") + (("recorded",) if a.units else ()):
         pairs = recorded_pairs(a.units, a.n_units) if evidence == "recorded" else wikibio_pairs(a.passages, a.data,
                                                                                                evidence)
         ref = None
-        precisions = ["fp32", "int8"] + (["bf16"] if bf16_supported() else [])
+        # fp32 (the default) runs on the model's ONNX graph; "fp32-torch" is the same model in eager PyTorch
+        precisions = ["fp32", "fp32-torch", "int8"] + (["bf16"] if bf16_supported() else [])
         for prec in precisions:
-            row, p, units = time_model(load_nli(a.nli, precision=prec), pairs)
+            kw = {"precision": "fp32", "runtime": "torch"} if prec == "fp32-torch" else {"precision": prec}
+            row, p, units = time_model(load_nli(a.nli, **kw), pairs)
             if ref is None:
                 ref, ref_units, gflop = p, units, row.get("gflop_per_s")
             else:
-                row["max_abs_diff_vs_fp32"] = round(float(np.abs(p - ref).max()), 4)
+                row["max_abs_diff_vs_fp32"] = float(f"{np.abs(p - ref).max():.3g}")
                 # per window: a long premise takes its most entailing window's row, so a near tie between two
                 # windows can switch the row a pair gets while no window's probabilities move much
-                row["max_abs_diff_windows"] = round(float(max(np.abs(units[u] - ref_units[u]).max() for u in units)), 4)
+                row["max_abs_diff_windows"] = float(f"{max(np.abs(units[u] - ref_units[u]).max() for u in units):.3g}")
                 row["top_label_agreement"] = round(float((p.argmax(1) == ref.argmax(1)).mean()), 4)
                 row["gflop_per_s"] = round(gflop * row["tokens_per_s"] / rows[f"{a.nli} fp32 evidence={evidence}"]
                                            ["tokens_per_s"], 1) if gflop else None
             rows[f"{a.nli} {prec} evidence={evidence}"] = row
-            print(f"{a.nli:14s} {prec:5s} evidence={str(evidence):6s} " + " ".join(f"{k}={v}" for k, v in row.items()))
+            print(f"{a.nli:14s} {prec:10s} evidence={str(evidence):6s} " + " ".join(f"{k}={v}" for k, v in row.items()))
         if a.aegis:
             row, _, _ = time_model(load_nli("aegis"), pairs)
             rows[f"aegis int8 evidence={evidence}"] = row

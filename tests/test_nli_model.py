@@ -105,6 +105,38 @@ def test_default_precision_is_fp32_everywhere_and_reduced_ones_are_measured(own)
             load_nli(precision="bf16")
 
 
+def test_fp32_runs_on_the_exported_onnx_graph_with_pytorchs_answers(own, detector_models, _wikibio_cached,
+                                                                     tmp_path, monkeypatch):
+    """The default fp32 runs on the model's ONNX graph (exported once into the user cache, reused after): on the
+    clear pairs and on a detector's real WikiBio pairs it agrees with PyTorch's fp32 to 1e-5 per probability, on
+    any CPU (fp32 kernels of either library, no reduced precision). The export goes where the cache is told, a second
+    load reuses it, and reduced precisions or a bad runtime name are refused for the graph."""
+    from halluscope.models import onnx_graph
+    from halluscope.scorers.base import PreparedItem
+    from halluscope.scorers.nli import evidence_premises
+
+    assert own.graph is not None and own.graph.path.parent == onnx_graph.cache_dir()
+    items = [PreparedItem.from_record(r) for r in _wikibio_cached[:1]]
+    prem = evidence_premises(detector_models[0], [it.sentences for it in items], [it.evidence for it in items], 3)
+    pairs = [(a, b) for a, b, _ in CLEAR]
+    pairs += list(dict.fromkeys((e, s) for it, pr in zip(items, prem) for s, row in zip(it.sentences, pr) for e in row))
+    torch_fp32 = HFNLI("halluscope-nli", runtime="torch")
+    assert torch_fp32.graph is None
+    assert np.abs(own.probs(pairs) - torch_fp32.probs(pairs)).max() < 1e-5
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("HALLUSCOPE_CACHE", raising=False)
+    fresh = HFNLI("halluscope-nli", runtime="onnx")
+    assert fresh.graph.path.parent == tmp_path / "halluscope" / "onnx" and fresh.graph.path.is_file()
+    assert fresh.graph.path.name == own.graph.path.name  # the key is the model's content and the versions
+    monkeypatch.setattr(onnx_graph, "export", lambda *a: pytest.fail("the cached graph was exported again"))
+    assert np.abs(HFNLI("halluscope-nli").probs(pairs[:12]) - own.probs(pairs[:12])).max() < 1e-6
+    assert [f.name for f in fresh.graph.path.parent.iterdir()] == [fresh.graph.path.name]
+    with pytest.raises(ValueError, match="fp32 on the CPU only"):
+        HFNLI("halluscope-nli", precision="int8", runtime="onnx")
+    with pytest.raises(ValueError, match="runtime"):
+        HFNLI("halluscope-nli", runtime="tensorrt")
+
+
 def test_bf16_agrees_with_fp32_on_a_detectors_real_pairs(own, detector_models, _wikibio_cached):
     """bf16 (matrix products under autocast, weights and the rest fp32) on the NLI inputs a detector sends for two
     WikiBio passages (each sentence against the 3 closest sentences of each of 20 samples; 320 pairs): 99% of the

@@ -375,7 +375,8 @@ def model_card(record: dict, evaluation: dict | None = None) -> str:
         "Apache-2.0), with a 3-way classification head on the pooled [CLS] vector.",
         "- Labels: 0 entailment, 1 neutral, 2 contradiction (`config.id2label`). Input: (premise, hypothesis), "
         f"trained at most {a['max_length']} tokens; longer premises are read in sentence windows by halluscope.",
-        "- Weights: fp16 safetensors (run in fp32 by default; int8 dynamic quantization as an option).", "",
+        "- Weights: fp16 safetensors (run in fp32 by default, on the CPU through ONNX Runtime from a graph exported "
+        "on first use; int8 dynamic quantization as an option).", "",
         *_training_lines(stages), *(_distill_lines(distilled, len(stages)) if distilled else []),
         "Never trained on (reported on): MNLI dev-matched, ANLI R1-R3, XNLI-en, SNLI test, and docnli's "
         "copies of MNLI. Non-commercial and research-only sources (ANLI, XNLI, SICK, MSRP, SciFact, HealthVer) "
