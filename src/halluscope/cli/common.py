@@ -126,7 +126,9 @@ def show_results(results, primary: str | None = None) -> None:
     """A compact coloured view: each sentence shaded by its score (green = consistent, red = likely hallucinated)."""
     infos = results.settings.get("methods", {})
     scored = {m for it in results.items for m in it.sentence_scores}  # response-level methods have no sentences
-    primary = primary or next((m for m in ("learned", "combination", *results.methods) if m in scored), None)
+    # the default output is the calibrated probability; raw method scores shade only where it was not asked for
+    primary = primary or next((m for m in ("probability", "learned", "combination", *results.methods)
+                               if m in scored), None)
     bounded = bool(infos.get(primary, {}).get("bounded", True))
     for it in results.items:
         head = Text(f"{it.id}", style="bold")
