@@ -137,6 +137,17 @@ def test_fp32_runs_on_the_exported_onnx_graph_with_pytorchs_answers(own, detecto
         HFNLI("halluscope-nli", runtime="tensorrt")
 
 
+def test_the_old_aegis_model_still_loads_and_scores():
+    """``--nli aegis`` (kept for comparison) still runs: its own int8 ONNX graph, 2 classes read as (1 - p, 0, p).
+    Its values are not asserted: its int8 kernels answer differently on CPUs without AVX512-VNNI (issue 13)."""
+    m = load_nli("aegis")
+    p = m.probs([(a, b) for a, b, _ in CLEAR[:3]])
+    assert p.shape == (3, 3) and m.forward_pairs == 3
+    assert np.allclose(p.sum(1), 1, atol=1e-5) and (p[:, 1] == 0).all() and ((p >= 0) & (p <= 1)).all()
+    with pytest.raises(ValueError, match="int8"):
+        load_nli("aegis", precision="fp32")
+
+
 def test_bf16_agrees_with_fp32_on_a_detectors_real_pairs(own, detector_models, _wikibio_cached):
     """bf16 (matrix products under autocast, weights and the rest fp32) on the NLI inputs a detector sends for two
     WikiBio passages (each sentence against the 3 closest sentences of each of 20 samples; 320 pairs): 99% of the

@@ -127,8 +127,6 @@ class AegisNLI(NLI):
             return_tensors="np",
         )
         self.forward_tokens += int(enc["attention_mask"].sum())
-        if self.graph is not None:
-            return self._rows(_softmax(self.graph({k: v.numpy() for k, v in enc.items()}).astype(np.float32)))
         logits = self.session.run(None, {k: enc[k].astype(np.int64) for k in self._inputs})[0]
         p = _softmax(logits.astype(np.float64))[:, 1]
         return np.stack([1.0 - p, np.zeros_like(p), p], axis=1).astype(np.float32)
