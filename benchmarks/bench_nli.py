@@ -63,13 +63,15 @@ def recorded_pairs(path: str, n: int) -> list[tuple[str, str]]:
 def time_model(nli, pairs) -> tuple[dict, np.ndarray, dict]:
     nli.probs(pairs[:8])
     nli.clear_cache()
-    nli.forward_pairs = nli.forward_tokens = 0
+    nli.forward_pairs = nli.forward_tokens = nli.padded_tokens = 0
     t = time.perf_counter()
     p = nli.probs(pairs)
     wall = time.perf_counter() - t
     row = {"pairs": len(pairs), "forwarded": nli.forward_pairs, "wall_s": round(wall, 2),
            "pairs_per_s": round(len(pairs) / wall, 1), "tokens_per_s": round(nli.forward_tokens / wall, 1),
            "mean_tokens": round(nli.forward_tokens / max(nli.forward_pairs, 1), 1)}
+    if nli.padded_tokens:  # positions computed for padding, as a share of the real tokens
+        row["padding"] = round(nli.padded_tokens / max(nli.forward_tokens, 1) - 1, 4)
     model = getattr(nli, "model", None)
     if model is not None and hasattr(model, "base_model"):
         emb = sum(p.numel() for n, p in model.named_parameters() if "embeddings" in n)

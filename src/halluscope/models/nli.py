@@ -43,6 +43,7 @@ class NLI(ABC):
         self._unit_cache: dict[Pair, np.ndarray] = {}  # what went through the model (a pair or a window of one)
         self.forward_pairs = 0  # pairs that went through the model
         self.forward_tokens = 0
+        self.padded_tokens = 0  # positions computed, padding included
         self.progress = None  # optional callable(label, total) -> step(n) / step(None): a bar for long passes
 
     def probs(self, pairs: Sequence[Pair]) -> np.ndarray:
@@ -73,7 +74,8 @@ class NLI(ABC):
         todo = list(dict.fromkeys(u for u in units if u not in self._unit_cache))
         bar = getattr(self, "progress", None)
         step = bar("NLI pairs", len(todo)) if bar and len(todo) > 4 * self.batch_size else None
-        order = sorted(range(len(todo)), key=lambda i: len(todo[i][0]) + len(todo[i][1]))
+        sizes = self._sizes(todo) if len(todo) > self.batch_size else [0] * len(todo)  # one batch: no order to find
+        order = sorted(range(len(todo)), key=lambda i: sizes[i])
         for start in range(0, len(order), self.batch_size):
             batch = [todo[i] for i in order[start : start + self.batch_size]]
             out = self._forward(batch)
@@ -84,6 +86,10 @@ class NLI(ABC):
                 step(len(batch))
         if step:
             step(None)
+
+    def _sizes(self, pairs: list[Pair]) -> list[int]:
+        """What batches are sorted by, so each batch pads little: characters here, tokens where a subclass can."""
+        return [len(p) + len(h) for p, h in pairs]
 
     @abstractmethod
     def _forward(self, pairs: list[Pair]) -> np.ndarray:
@@ -240,6 +246,15 @@ class HFNLI(NLI):
         ids = self.tokenizer([p for p, _ in pairs], [h for _, h in pairs])["input_ids"]
         return {p: [p] if len(x) <= self.max_length else self.windows(p) for p, x in zip(pairs, ids)}
 
+    def _sizes(self, pairs: list[Pair]) -> list[int]:
+        # token counts from one batched tokenizer call: sorted by characters, a batch of 32 pairs padded 17% more
+        # tokens than it held (6,000 recorded pairs), sorted by tokens 0.2%
+        if not pairs:
+            return []
+        ids = self.tokenizer([p for p, _ in pairs], [h for _, h in pairs], max_length=self.max_length,
+                             truncation="longest_first")["input_ids"]
+        return [len(x) for x in ids]
+
     def windows(self, pair: Pair) -> list[Pair]:
         premise, hyp = pair
         if not self.window or self._len(premise, hyp) <= self.max_length:
@@ -268,6 +283,7 @@ class HFNLI(NLI):
             return_tensors="pt",
         )
         self.forward_tokens += int(enc["attention_mask"].sum())
+        self.padded_tokens += int(enc["attention_mask"].numel())
         if self.graph is not None:
             return self._rows(_softmax(self.graph({k: v.numpy() for k, v in enc.items()}).astype(np.float32)))
         # bf16: the weights stay fp32 and autocast runs only the matrix products in bf16 (LayerNorm, softmax and the
