@@ -1,10 +1,17 @@
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# halluscope's user cache (exported NLI graphs, generations) of this test session only: tests never evict a user's
+# graphs (other packages' caches under XDG_CACHE_HOME, e.g. the assembled local LLM, stay where they are)
+os.environ["HALLUSCOPE_CACHE_DIR"] = _CACHE = tempfile.mkdtemp(prefix="halluscope-tests-cache-")
+atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 from halluscope.evaluation.wikibio import default_data_dir, load_wikibio  # noqa: E402
 

@@ -122,27 +122,78 @@ def test_fp32_runs_on_the_exported_onnx_graph_with_pytorchs_answers(own, detecto
     pairs += list(dict.fromkeys((e, s) for it, pr in zip(items, prem) for s, row in zip(it.sentences, pr) for e in row))
     torch_fp32 = HFNLI("halluscope-nli", runtime="torch")
     assert torch_fp32.graph is None
-    assert np.abs(own.probs(pairs) - torch_fp32.probs(pairs)).max() < 1e-5
+    assert np.abs(own.probs(pairs) - torch_fp32.probs(pairs)).max() < 1e-4  # 5.3e-6 measured on 6,000 pairs
     # batches are sorted by token count, so they pad less than sorted by characters (6,000 recorded pairs in batches
-    # of 32: 0.2% of positions padding against 17%)
+    # of 32: 0.24% of positions padding against 16.7%)
     by_chars = HFNLI("halluscope-nli", runtime="torch")
     by_chars._sizes = lambda units: [len(p) + len(h) for p, h in units]
     by_chars.probs(pairs)
     assert by_chars.forward_tokens == torch_fp32.forward_tokens
     pad, pad_chars = (m.padded_tokens - m.forward_tokens for m in (torch_fp32, by_chars))
     assert pad < 0.7 * pad_chars, (pad, pad_chars)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    monkeypatch.delenv("HALLUSCOPE_CACHE", raising=False)
+    monkeypatch.setenv("HALLUSCOPE_CACHE_DIR", str(tmp_path))
     fresh = HFNLI("halluscope-nli", runtime="onnx")
-    assert fresh.graph.path.parent == tmp_path / "halluscope" / "onnx" and fresh.graph.path.is_file()
+    assert fresh.graph.path.parent == tmp_path / "onnx" and fresh.graph.path.is_file()
     assert fresh.graph.path.name == own.graph.path.name  # the key is the model's content and the versions
     monkeypatch.setattr(onnx_graph, "export", lambda *a: pytest.fail("the cached graph was exported again"))
-    assert np.abs(HFNLI("halluscope-nli").probs(pairs[:12]) - own.probs(pairs[:12])).max() < 1e-6
+    assert np.abs(HFNLI("halluscope-nli").probs(pairs[:12]) - own.probs(pairs[:12])).max() < 1e-5
     assert [f.name for f in fresh.graph.path.parent.iterdir()] == [fresh.graph.path.name]
     with pytest.raises(ValueError, match="fp32 on the CPU only"):
         HFNLI("halluscope-nli", precision="int8", runtime="onnx")
+    monkeypatch.delenv("HALLUSCOPE_CACHE_DIR")  # without it, the XDG user cache
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert onnx_graph.cache_dir() == tmp_path / "xdg" / "halluscope" / "onnx"
     with pytest.raises(ValueError, match="runtime"):
         HFNLI("halluscope-nli", runtime="tensorrt")
+
+
+def test_onnx_graph_of_another_architecture_is_checked_falls_back_and_is_pruned(tmp_path, monkeypatch, caplog):
+    """A tiny random DeBERTa-v2 (its tokenizer gives token_type_ids, which the model ignores, so the exporter drops
+    that input): the graph takes only the inputs it has and agrees with PyTorch. A graph that fails its check against
+    PyTorch, or an export that fails, leaves ``auto`` on PyTorch with a warning and makes ``onnx`` an error. The
+    cache keeps the 4 most recently used graphs and drops a killed export's temporary file."""
+    import logging
+    import os
+    import time
+
+    import torch
+    from transformers import AutoTokenizer, DebertaV2Config, DebertaV2ForSequenceClassification
+
+    from halluscope.models import onnx_graph
+
+    monkeypatch.setenv("HALLUSCOPE_CACHE_DIR", str(tmp_path / "cache"))
+    torch.manual_seed(0)
+    cfg = DebertaV2Config(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                          intermediate_size=64, type_vocab_size=0, num_labels=3, max_position_embeddings=128)
+    DebertaV2ForSequenceClassification(cfg).save_pretrained(tmp_path / "deberta")
+    AutoTokenizer.from_pretrained(str(packaged_nli_path())).save_pretrained(tmp_path / "deberta")
+    pairs = [(a, b) for a, b, _ in CLEAR]
+    ref = HFNLI(str(tmp_path / "deberta"), runtime="torch").probs(pairs)
+    tiny = HFNLI(str(tmp_path / "deberta"), runtime="onnx")
+    assert tiny.graph.input_names == ["input_ids", "attention_mask"]
+    assert np.abs(tiny.probs(pairs) - ref).max() < 1e-4
+    monkeypatch.setattr(onnx_graph, "TOLERANCE", -1.0)  # every graph now fails its check
+    with caplog.at_level(logging.WARNING, logger="halluscope.models.nli"):
+        fallback = HFNLI(str(tmp_path / "deberta"))
+    assert fallback.graph is None and "runs in PyTorch" in caplog.text
+    assert np.abs(fallback.probs(pairs) - ref).max() < 1e-6
+    with pytest.raises(RuntimeError, match="differs from PyTorch"):
+        HFNLI(str(tmp_path / "deberta"), runtime="onnx")
+    folder = onnx_graph.cache_dir()
+    monkeypatch.setattr(onnx_graph, "export", lambda *a: (_ for _ in ()).throw(OSError("disk full")))
+    (tmp_path / "deberta" / "config.json").write_text((tmp_path / "deberta" / "config.json").read_text() + " ")
+    with pytest.raises(RuntimeError, match="disk full"):  # a changed config is another key: a new export
+        HFNLI(str(tmp_path / "deberta"), runtime="onnx")
+    for f in folder.glob("*.onnx"):
+        f.unlink()
+    now = time.time()
+    for i in range(6):
+        (folder / f"g{i}.onnx").write_bytes(b"x")
+        os.utime(folder / f"g{i}.onnx", (now - 100 * i, now - 100 * i))
+    (folder / ".g.123.tmp").write_bytes(b"x")
+    os.utime(folder / ".g.123.tmp", (now - 7200, now - 7200))
+    onnx_graph._prune(folder)
+    assert sorted(f.name for f in folder.iterdir()) == ["g0.onnx", "g1.onnx", "g2.onnx", "g3.onnx"]
 
 
 def test_the_old_aegis_model_still_loads_and_scores():

@@ -19,14 +19,16 @@ from .base import Generation, GenParams
 
 
 def default_cache_path() -> Path:
-    """Where generations are cached unless ``--cache`` says otherwise: ``$HALLUSCOPE_CACHE``, else the user's cache
-    directory (``$XDG_CACHE_HOME/halluscope`` or ``~/.cache/halluscope``), never the working directory."""
+    """Where generations are cached unless ``--cache`` says otherwise: ``$HALLUSCOPE_CACHE``, else
+    ``generations.sqlite`` in the user's cache directory (:func:`halluscope.userdirs.user_cache_dir`), never the
+    working directory."""
     import os
+
+    from ..userdirs import user_cache_dir
 
     if os.environ.get("HALLUSCOPE_CACHE"):
         return Path(os.environ["HALLUSCOPE_CACHE"]).expanduser()
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "halluscope" / "generations.sqlite"
+    return user_cache_dir() / "generations.sqlite"
 
 
 def cache_key(backend_id: str, prompt: str, params: GenParams, index: int) -> str:

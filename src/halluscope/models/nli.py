@@ -148,9 +148,9 @@ class HFNLI(NLI):
     the hardware runs it natively, refused elsewhere; matrix products in bf16 under autocast, the rest fp32), or
     ``auto`` (= fp32).
     runtime: ``auto`` (the default: fp32 on the CPU runs through ONNX Runtime on the model's exported fp32 graph,
-        :mod:`~halluscope.models.onnx_graph`, about 1.8x faster than PyTorch and within a few 1e-6 of it; where the
-        export fails, PyTorch with a logged warning), ``onnx`` (the same, but an export failure is an error) or
-        ``torch`` (PyTorch always). bf16, int8 and GPUs always run in PyTorch.
+        :mod:`~halluscope.models.onnx_graph`: 1.8-2.0x PyTorch's speed on two AVX512 EPYC cores, within 5.3e-6 of
+        it; where the export or its check against PyTorch fails, PyTorch with a logged warning), ``onnx`` (the same,
+        but such a failure is an error) or ``torch`` (PyTorch always). bf16, int8 and GPUs always run in PyTorch.
     max_length: the model's input window in tokens (default: the length it was trained at where its folder says
         so in ``training.json``, 128 for halluscope-nli; else 256; at most the model's position limit).
     window: a pair longer than ``max_length`` is scored as sentence windows of its premise (see
@@ -211,8 +211,8 @@ class HFNLI(NLI):
                 from transformers.utils import cached_file
 
                 path = str(Path(cached_file(path, "config.json")).parent)
-            return OnnxClassifier(path, names, threads=torch.get_num_threads())
-        except Exception as e:  # noqa: BLE001 - any export failure: PyTorch computes the same fp32
+            return OnnxClassifier(self.model, path, names, threads=torch.get_num_threads())
+        except Exception as e:  # noqa: BLE001 - any export or check failure: PyTorch computes the same fp32
             if runtime == "onnx":
                 raise RuntimeError(f"cannot run NLI model {self.name} through ONNX Runtime: {e}") from e
             logging.getLogger(__name__).warning("NLI model %s runs in PyTorch: its ONNX export failed (%s)",
@@ -247,8 +247,8 @@ class HFNLI(NLI):
         return {p: [p] if len(x) <= self.max_length else self.windows(p) for p, x in zip(pairs, ids)}
 
     def _sizes(self, pairs: list[Pair]) -> list[int]:
-        # token counts from one batched tokenizer call: sorted by characters, a batch of 32 pairs padded 17% more
-        # tokens than it held (6,000 recorded pairs), sorted by tokens 0.2%
+        # token counts from one batched tokenizer call: sorted by characters, batches of 32 pairs padded 16.7% more
+        # positions than they held tokens (the first 6,000 recorded pairs), sorted by tokens 0.24%
         if not pairs:
             return []
         ids = self.tokenizer([p for p, _ in pairs], [h for _, h in pairs], max_length=self.max_length,

@@ -274,7 +274,7 @@ def export_nli(model, tok, out: Path, pairs: list[Pair], args: dict, data: Path,
     model.to(torch.float32)
     metrics = {}
     if eval_limit:
-        nli = HFNLI(str(dest), max_length=512)
+        nli = HFNLI(str(dest), max_length=512, runtime="torch")  # no graph of a model not yet chosen in the cache
         metrics = evaluate_nli(nli, sets=("mnli_dev_matched",), data_dir=data.parent, limit=eval_limit)
         log(f"MNLI-m 3-way accuracy ({eval_limit} pairs): {metrics['mnli_dev_matched']['accuracy_3way']:.3f}")
     record = {"args": args, "mixture": mixture_summary(pairs), "metrics": metrics,
