@@ -145,7 +145,8 @@ def _eager(model_dir: str | Path):
     """The model again, with eager attention (what the exporter traces)."""
     from transformers import AutoModelForSequenceClassification
 
-    return AutoModelForSequenceClassification.from_pretrained(str(model_dir), attn_implementation="eager").float().eval()
+    model = AutoModelForSequenceClassification.from_pretrained(str(model_dir), attn_implementation="eager")
+    return model.float().eval()
 
 
 def check(graph: OnnxClassifier, model, input_names: list[str]) -> float:
