@@ -215,7 +215,7 @@ class HFNLI(NLI):
         except Exception as e:  # noqa: BLE001 - any export or check failure: PyTorch computes the same fp32
             if runtime == "onnx":
                 raise RuntimeError(f"cannot run NLI model {self.name} through ONNX Runtime: {e}") from e
-            logging.getLogger(__name__).warning("NLI model %s runs in PyTorch: its ONNX export failed (%s)",
+            logging.getLogger(__name__).warning("NLI model %s runs in PyTorch: no usable ONNX graph (%s)",
                                                 self.name, e)
             return None
 
