@@ -108,7 +108,7 @@ def test_default_precision_is_fp32_everywhere_and_reduced_ones_are_measured(own)
 def test_fp32_runs_on_the_exported_onnx_graph_with_pytorchs_answers(own, detector_models, _wikibio_cached,
                                                                      tmp_path, monkeypatch):
     """The default fp32 runs on the model's ONNX graph (exported once into the user cache, reused after): on the
-    clear pairs and on a detector's real WikiBio pairs it agrees with PyTorch's fp32 to 1e-5 per probability, on
+    clear pairs and on a detector's real WikiBio pairs it agrees with PyTorch's fp32 to 1e-4 per probability, on
     any CPU (fp32 kernels of either library, no reduced precision). The export goes where the cache is told, a second
     load reuses it, and reduced precisions or a bad runtime name are refused for the graph."""
     from halluscope.models import onnx_graph
