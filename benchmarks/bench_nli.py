@@ -81,25 +81,6 @@ def time_model(nli, pairs) -> tuple[dict, np.ndarray, dict]:
     return row, p, dict(nli._unit_cache)
 
 
-def ort_matmul_ceiling(n: int = 2048, repeats: int = 10) -> float:
-    """fp32 GEMM GFLOP/s of ONNX Runtime's own kernels (one MatMul node), the ceiling of the default fp32 runtime."""
-    import onnxruntime as ort
-    from onnx import TensorProto, helper
-
-    x = [helper.make_tensor_value_info(k, TensorProto.FLOAT, [n, n]) for k in "ABC"]
-    graph = helper.make_graph([helper.make_node("MatMul", ["A", "B"], ["C"])], "gemm", x[:2], x[2:])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = os.cpu_count() or 1
-    s = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    feed = {k: np.random.default_rng(0).standard_normal((n, n), dtype=np.float32) for k in "AB"}
-    s.run(None, feed)
-    t = time.perf_counter()
-    for _ in range(repeats):
-        s.run(None, feed)
-    return round(2 * n**3 / ((time.perf_counter() - t) / repeats) / 1e9, 1)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--passages", type=int, default=10)
@@ -112,7 +93,7 @@ def main() -> None:
     ap.add_argument("--out", default=str(HERE / "results" / "nli.json"))
     a = ap.parse_args()
     import torch
-    from bench_methods import matmul_ceiling
+    from bench_methods import matmul_ceiling, ort_matmul_ceiling
 
     from halluscope.models.encoder import bf16_supported
     from halluscope.models.nli import load_nli
