@@ -131,6 +131,12 @@ def test_fp32_runs_on_the_exported_onnx_graph_with_pytorchs_answers(own, detecto
     assert by_chars.forward_tokens == torch_fp32.forward_tokens
     pad, pad_chars = (m.padded_tokens - m.forward_tokens for m in (torch_fp32, by_chars))
     assert pad < 0.7 * pad_chars, (pad, pad_chars)
+    # ONNX Runtime gets each batch in slices of at most graph_tokens positions, cut to their own longest row: the
+    # same probabilities to the last bit whether a slice is one row (no padding at all) or the whole batch
+    one_row, whole = HFNLI("halluscope-nli", graph_tokens=1), HFNLI("halluscope-nli", graph_tokens=10**6)
+    assert np.array_equal(one_row.probs(pairs), whole.probs(pairs)) and np.array_equal(own.probs(pairs),
+                                                                                     whole.probs(pairs))
+    assert one_row.padded_tokens == one_row.forward_tokens < whole.padded_tokens
     monkeypatch.setenv("HALLUSCOPE_CACHE_DIR", str(tmp_path))
     fresh = HFNLI("halluscope-nli", runtime="onnx")
     assert fresh.graph.path.parent == tmp_path / "onnx" and fresh.graph.path.is_file()
@@ -145,6 +151,23 @@ def test_fp32_runs_on_the_exported_onnx_graph_with_pytorchs_answers(own, detecto
     assert onnx_graph.cache_dir() == tmp_path / "xdg" / "halluscope" / "onnx"
     with pytest.raises(ValueError, match="runtime"):
         HFNLI("halluscope-nli", runtime="tensorrt")
+
+
+def test_graph_slices_keep_every_row_in_order_and_cut_only_padding():
+    """A padded batch goes to ONNX Runtime in consecutive row slices of at most ``budget`` positions (rows times the
+    slice's longest row; one row at least), each cut to its own longest row, on the side the tokenizer pads."""
+    from halluscope.models.onnx_graph import slices
+
+    mask = np.array([[1, 1, 0, 0, 0], [1, 1, 1, 0, 0], [1, 1, 1, 1, 0], [1, 1, 1, 1, 1]])
+    for left in (False, True):
+        m = mask[:, ::-1] if left else mask
+        x = {"attention_mask": m, "input_ids": (np.arange(20).reshape(4, 5) + 1) * m}
+        parts = list(slices(x, 6, left=left))
+        assert [p["input_ids"].shape for p in parts] == [(2, 3), (1, 4), (1, 5)]
+        assert all(p["attention_mask"].sum() == (p["input_ids"] > 0).sum() for p in parts)  # no token cut
+        kept = [row[row > 0].tolist() for p in parts for row in p["input_ids"]]
+        assert kept == [row[row > 0].tolist() for row in x["input_ids"]]
+        assert [p["input_ids"].shape[0] for p in slices(x, 1, left=left)] == [1, 1, 1, 1]
 
 
 def test_onnx_graph_of_another_architecture_is_checked_falls_back_and_is_pruned(tmp_path, monkeypatch, caplog):
@@ -173,7 +196,7 @@ def test_onnx_graph_of_another_architecture_is_checked_falls_back_and_is_pruned(
     assert tiny.graph.input_names == ["input_ids", "attention_mask"]
     assert np.abs(tiny.probs(pairs) - ref).max() < 1e-4
     monkeypatch.setattr(onnx_graph, "TOLERANCE", -1.0)  # every graph now fails its check
-    with caplog.at_level(logging.WARNING, logger="halluscope.models.nli"):
+    with caplog.at_level(logging.WARNING, logger="halluscope.models.onnx_graph"):
         fallback = HFNLI(str(tmp_path / "deberta"))
     assert fallback.graph is None and "runs in PyTorch" in caplog.text
     assert np.abs(fallback.probs(pairs) - ref).max() < 1e-6

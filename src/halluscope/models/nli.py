@@ -155,10 +155,14 @@ class HFNLI(NLI):
         so in ``training.json``, 128 for halluscope-nli; else 256; at most the model's position limit).
     window: a pair longer than ``max_length`` is scored as sentence windows of its premise (see
     :meth:`NLI.probs`), so nothing of a long premise is cut unread; ``window=False`` truncates instead.
+    graph_tokens: ONNX Runtime gets each batch in slices of at most this many positions (rows times length;
+        default :data:`~.onnx_graph.SLICE_TOKENS`), so a layer's activations stay in the CPU's caches; the logits
+        are the same.
     """
 
     def __init__(self, model: str, batch_size: int = 32, max_length: int | None = None, device: str | None = None,
-                 precision: str = "auto", threads: int | None = None, window: bool = True, runtime: str = "auto"):
+                 precision: str = "auto", threads: int | None = None, window: bool = True, runtime: str = "auto",
+                 graph_tokens: int | None = None):
         super().__init__()
         import torch
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
@@ -175,6 +179,9 @@ class HFNLI(NLI):
         path = resolve_nli_path(model)
         self.name = model
         self.batch_size = batch_size
+        from .onnx_graph import SLICE_TOKENS
+
+        self.graph_tokens = graph_tokens or SLICE_TOKENS
         self.precision = precision
         self.window = window
         self.tokenizer = AutoTokenizer.from_pretrained(path)
@@ -190,34 +197,10 @@ class HFNLI(NLI):
             self.model = quantize_int8(self.model)
         self.model.to(self.device)
         self.index = self._label_index(self.model.config)
-        self.graph = self._graph(path, runtime)
+        from .onnx_graph import graph_for
 
-    def _graph(self, path: str, runtime: str):
-        """The ONNX Runtime session that runs fp32 on the CPU (:class:`~.onnx_graph.OnnxClassifier`), or None."""
-        if runtime not in ("auto", "onnx", "torch"):
-            raise ValueError(f"NLI runtime must be auto, onnx or torch, got {runtime!r}")
-        fits = self.precision == "fp32" and self.device == "cpu"
-        if runtime == "torch" or (runtime == "auto" and not fits):
-            return None
-        if not fits:
-            raise ValueError(f"the onnx runtime runs fp32 on the CPU only (here {self.precision} on {self.device})")
-        import torch
-
-        from .onnx_graph import OnnxClassifier
-
-        names = [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in self.tokenizer("a", "b")]
-        try:
-            if not Path(path).is_dir():  # a hub id: its downloaded snapshot
-                from transformers.utils import cached_file
-
-                path = str(Path(cached_file(path, "config.json")).parent)
-            return OnnxClassifier(self.model, path, names, threads=torch.get_num_threads())
-        except Exception as e:  # noqa: BLE001 - any export or check failure: PyTorch computes the same fp32
-            if runtime == "onnx":
-                raise RuntimeError(f"cannot run NLI model {self.name} through ONNX Runtime: {e}") from e
-            logging.getLogger(__name__).warning("NLI model %s runs in PyTorch: no usable ONNX graph (%s)",
-                                                self.name, e)
-            return None
+        self.graph = graph_for(self.model, path, self.tokenizer, runtime, fits=precision == "fp32" and self.device ==
+                               "cpu", what=f"NLI model {self.name} ({precision} on {self.device})")
 
     @staticmethod
     def _label_index(config) -> dict[str, int]:
@@ -283,9 +266,14 @@ class HFNLI(NLI):
             return_tensors="pt",
         )
         self.forward_tokens += int(enc["attention_mask"].sum())
-        self.padded_tokens += int(enc["attention_mask"].numel())
         if self.graph is not None:
-            return self._rows(_softmax(self.graph({k: v.numpy() for k, v in enc.items()}).astype(np.float32)))
+            from .onnx_graph import slices
+
+            parts = list(slices({k: v.numpy() for k, v in enc.items()}, self.graph_tokens,
+                                left=self.tokenizer.padding_side == "left"))
+            self.padded_tokens += sum(x["attention_mask"].size for x in parts)
+            return self._rows(_softmax(np.concatenate([self.graph(x)[0] for x in parts]).astype(np.float32)))
+        self.padded_tokens += int(enc["attention_mask"].numel())
         # bf16: the weights stay fp32 and autocast runs only the matrix products in bf16 (LayerNorm, softmax and the
         # residual stream stay fp32): 0.020 at most from fp32 on the default evidence of 10 WikiBio passages, where
         # casting the whole model to bf16 moved one of those pairs by 0.067 (BENCHMARKS.md)
