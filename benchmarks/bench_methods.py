@@ -26,6 +26,12 @@ METHODS = {
     "ngram1-5": "ngram",
     "bertscore": "bertscore",
     "nli": "nli",
+    "bertscore-bf16": "bertscore",
+    "bertscore-torch": "bertscore",
+}
+ENCODERS = {  # the default encoder (fp32; on a CPU through ONNX Runtime) against PyTorch's bf16 and fp32
+    "bertscore-bf16": {"precision": "bf16", "runtime": "torch"},
+    "bertscore-torch": {"precision": "fp32", "runtime": "torch"},
 }
 
 
@@ -40,6 +46,10 @@ def worker(key: str, passages: int | None, data: str | None) -> dict:
     recs = load_wikibio(data, list(range(passages)) if passages else None)
     det = Detector(methods=METHODS[key])
     t = time.perf_counter()
+    if key in ENCODERS:
+        from halluscope.models.encoder import Encoder
+
+        det._models["encoder"] = Encoder(**ENCODERS[key])
     scorers = det.scorers()  # loads models
     # warm-up on a tiny item so that lazily loaded pieces (spaCy, tokenizers) count as load time
     warm = PreparedItem.from_record(recs[0], recs[0].samples[:1])
@@ -71,6 +81,7 @@ def worker(key: str, passages: int | None, data: str | None) -> dict:
                    tokens=nli.forward_tokens, tokens_per_s=round(nli.forward_tokens / wall, 1))
     if "encoder" in det._models:
         enc = det._models["encoder"]
+        out["encoder"] = f"{enc.precision}, {'onnxruntime' if getattr(enc, 'graph', None) else 'torch'}"
         out.update(texts=enc.forward_texts, texts_per_s=round(enc.forward_texts / wall, 2),
                    tokens=enc.forward_tokens, tokens_per_s=round(enc.forward_tokens / wall, 1))
     return out

@@ -43,6 +43,33 @@ def test_bf16_encoder_gives_the_fp32_bertscore_within_rounding(detector_models, 
     assert np.corrcoef(scores["fp32"], scores["bf16"])[0, 1] > 0.995
 
 
+def test_cpu_encoder_runs_fp32_on_its_onnx_graph_with_pytorchs_embeddings(wikibio):
+    """``auto`` is fp32 on every CPU, whatever its bf16 support (the same embeddings everywhere), and runs through
+    ONNX Runtime on the exported graph of the layers the encoder keeps, in slices of a few hundred positions: the
+    sentence embeddings agree with PyTorch's fp32 to 1e-5, the stored fp16 token vectors to their rounding, for the
+    last layer and for one layer of a sweep's graph (every layer)."""
+    from halluscope.models.encoder import Encoder
+
+    texts = list(dict.fromkeys(t for r in wikibio[:2] for t in [*r.sentences, *r.samples[:3]]))  # 6 to 256 tokens
+    onnx, ref = Encoder(), Encoder(precision="fp32", runtime="torch")
+    assert onnx.precision == "fp32" and onnx.graph is not None and ref.graph is None
+    assert onnx.graph.outputs == ("hidden_6",)
+    assert np.abs(onnx.sentence_embeddings(texts) - ref.sentence_embeddings(texts)).max() < 1e-5
+
+    def same_tokens(a, b):
+        for x, y in zip(a, b):
+            assert x.shape == y.shape and np.abs(x.astype(np.float32) - y.astype(np.float32)).max() < 2e-3
+
+    same_tokens(onnx.token_embeddings(texts), ref.token_embeddings(texts))
+    sweep = Encoder(extra_layers="all")
+    assert sweep.graph.outputs == tuple(f"hidden_{k}" for k in range(1, 7))
+    same_tokens(sweep.token_embeddings(texts, layer=3),
+                Encoder(precision="fp32", runtime="torch", extra_layers=(3,)).token_embeddings(texts, layer=3))
+    assert onnx.forward_tokens == ref.forward_tokens and onnx.forward_texts == ref.forward_texts == len(texts)
+    with pytest.raises(ValueError, match="fp32 on the CPU only"):
+        Encoder(precision="bf16", runtime="onnx")
+
+
 def test_layer_sweep_matches_the_detector_at_each_layer(detector_models, data_dir):
     from halluscope.evaluation.wikibio import load_wikibio, sweep_layers
 

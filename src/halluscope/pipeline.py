@@ -91,7 +91,8 @@ class Detector:
     methods: method names (see :func:`available_methods`); default ngram1_max, bertscore, nli_support, entity,
         combination.
     encoder / layer: BERTScore encoder (hub id, local path or ``minilm``) and its layer (default: the last).
-    precision: encoder precision, ``auto`` (bf16 where the hardware runs it natively), ``bf16`` or ``fp32``.
+    precision: encoder precision, ``auto`` (fp32 on the CPU, through ONNX Runtime; bf16 on a GPU that has it),
+        ``bf16`` or ``fp32``.
     bertscore_baseline: optional bert_score-format baseline file for rescaling.
     nli: NLI model (``halluscope-nli``, the packaged default; ``aegis``; or a hub id / local path);
         nli_sentence_first: feed (sentence, sample) pairs.

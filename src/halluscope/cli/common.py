@@ -55,8 +55,8 @@ EncoderOpt = typer.Option(None, "--encoder", help="BERTScore encoder: Hugging Fa
 LayerOpt = typer.Option(None, "--layer", help="Encoder layer for BERTScore (default: the last).")
 
 
-PrecisionOpt = typer.Option("auto", "--precision", help="Encoder precision: auto (bf16 where the CPU/GPU runs it "
-                             "natively), bf16 or fp32.")
+PrecisionOpt = typer.Option("auto", "--precision", help="Encoder precision: auto (fp32 on the CPU, the same on "
+                             "every CPU; bf16 on a GPU that has it), bf16 or fp32.")
 
 
 SplitOpt = typer.Option("rule", "--sentence-split", help="n-gram (n>1) sentence edges in samples: 'rule' "

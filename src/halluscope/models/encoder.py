@@ -40,8 +40,12 @@ class Encoder:
     layer: hidden layer whose token vectors BERTScore compares (1..num_layers; default: the last).
     extra_layers: further layers to keep from the same forward pass (e.g. for a layer sweep), or ``"all"``; read
         them with ``token_embeddings(texts, layer=k)``.
-    precision: ``"fp32"``, ``"bf16"`` or ``"auto"`` (bf16 where the hardware runs it natively, else fp32). bf16
-        halves the encoder time on CPUs with AVX512-BF16; its effect on WikiBio scores is measured in EVALUATION.md.
+    precision: ``"fp32"``, ``"bf16"`` or ``"auto"`` (fp32 on the CPU, so every CPU gives the same embeddings;
+        bf16 on a GPU that runs it natively). On the CPU, fp32 runs through ONNX Runtime on the model's exported
+        graph (:mod:`.onnx_graph`; 0.8x PyTorch bf16's speed on an AVX512-BF16 EPYC, 1.3x PyTorch fp32's); bf16
+        moved WikiBio figures by at most 0.1 (EVALUATION.md).
+    runtime: ``auto`` (fp32 on the CPU through ONNX Runtime, PyTorch where the graph cannot be made), ``onnx`` (the
+        graph or an error) or ``torch``, as for the NLI (:class:`~.nli.HFNLI`).
     batch_size, max_length: batching of the forward passes (texts are sorted by token count to limit padding).
     cache_size: how many texts keep their embeddings (least recently used ones are dropped).
     """
@@ -56,6 +60,7 @@ class Encoder:
         cache_size: int = 200_000,
         precision: str = "auto",
         extra_layers: tuple[int, ...] | str = (),
+        runtime: str = "auto",
     ):
         import torch
         from transformers import AutoModel, AutoTokenizer
@@ -70,8 +75,8 @@ class Encoder:
         self.model = AutoModel.from_pretrained(path)
         self.model.eval()
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        if precision == "auto":
-            precision = "bf16" if bf16_supported() else "fp32"
+        if precision == "auto":  # fp32 on every CPU (the same numbers everywhere); bf16 on a GPU that has it
+            precision = "bf16" if self.device != "cpu" and bf16_supported(self.device.split(":")[0]) else "fp32"
         self.precision = precision
         self.model.to(self.device, dtype=torch.bfloat16 if precision == "bf16" else torch.float32)
         n_layers = int(getattr(self.model.config, "num_hidden_layers", 0) or 0)
@@ -85,6 +90,12 @@ class Encoder:
         self.batch_size = batch_size
         self.max_length = max_length
         self.cache_size = cache_size
+        from .onnx_graph import graph_for
+
+        outputs = tuple(f"hidden_{k}" for k in sorted({*self.layers, n_layers}))
+        self.graph = graph_for(self.model, path, self.tokenizer, runtime, outputs=outputs,
+                               fits=precision == "fp32" and self.device == "cpu",
+                               what=f"encoder {self.name} ({precision} on {self.device})")
         # text -> ({layer: token vectors fp16}, sentence embedding fp32)
         self._cache: OrderedDict[str, tuple[dict[int, np.ndarray], np.ndarray]] = OrderedDict()
         self.forward_texts = 0  # how many texts went through the model (for tests and benchmarks)
@@ -95,42 +106,60 @@ class Encoder:
         return str(resolve_encoder_path(self.name))
 
     def _encode(self, texts: list[str]) -> None:
-        import torch
-
         todo = list(dict.fromkeys(t for t in texts if t not in self._cache))
         if not todo:
             return
         # tokenize once without padding, then batch texts of similar token count (little padding per batch)
         ids = self.tokenizer(todo, truncation=True, max_length=self.max_length, return_special_tokens_mask=True)
         order = sorted(range(len(todo)), key=lambda i: len(ids["input_ids"][i]))
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            enc = self.tokenizer.pad([{k: ids[k][i] for k in ids.keys()} for i in idx], return_tensors="np")
+            for rows, x, hidden in self._hidden(dict(enc)):
+                self._keep([todo[i] for i in idx[rows]], x, hidden)
+
+    def _hidden(self, x: dict[str, np.ndarray]):
+        """(row slice, inputs, {k: hidden state k}) for the padded batch ``x``: through the ONNX graph in slices of
+        a few hundred positions (:func:`~.onnx_graph.slices`), else in one PyTorch pass."""
+        import torch
+
+        if self.graph is not None:
+            from .onnx_graph import slices
+
+            start = 0
+            for part in slices(x, left=self.tokenizer.padding_side == "left"):
+                n = len(part["input_ids"])
+                feed = {k: v for k, v in part.items() if k != "special_tokens_mask"}
+                outs = self.graph(feed)
+                yield slice(start, start + n), part, {int(name.split("_")[1]): o
+                                                      for name, o in zip(self.graph.outputs, outs)}
+                start += n
+            return
+        feed = {k: torch.from_numpy(v).to(self.device) for k, v in x.items() if k != "special_tokens_mask"}
         with torch.inference_mode():
-            for start in range(0, len(order), self.batch_size):
-                idx = order[start : start + self.batch_size]
-                feats = [{k: ids[k][i] for k in ids.keys()} for i in idx]
-                enc = self.tokenizer.pad(feats, return_tensors="pt")
-                special = enc.pop("special_tokens_mask")
-                enc = {k: v.to(self.device) for k, v in enc.items()}
-                out = self.model(**enc, output_hidden_states=True)
-                mask = enc["attention_mask"].bool()
-                keep_np = (mask & ~special.to(self.device).bool()).cpu().numpy()
-                m = mask.unsqueeze(-1).float()
-                sent = (out.hidden_states[-1].float() * m).sum(1) / m.sum(1).clamp(min=1.0)
-                sent_np = torch.nn.functional.normalize(sent, dim=-1).cpu().numpy()
-                # hidden_states[0] are the embeddings, [k] the output of layer k
-                tok_np = {
-                    k: torch.nn.functional.normalize(out.hidden_states[k].float(), dim=-1).half().cpu().numpy()
-                    for k in self.layers
-                }
-                self.forward_texts += len(idx)
-                self.forward_tokens += int(mask.sum())
-                for b, i in enumerate(idx):
-                    vecs = {}
-                    for k, arr in tok_np.items():
-                        v = arr[b][keep_np[b]]
-                        if len(v) == 0:  # empty after removing [CLS]/[SEP]: keep one zero vector
-                            v = np.zeros((1, arr.shape[-1]), dtype=np.float16)
-                        vecs[k] = v
-                    self._put(todo[i], (vecs, sent_np[b].astype(np.float32)))
+            out = self.model(**feed, output_hidden_states=True)
+        # hidden_states[0] are the embeddings, [k] the output of layer k
+        yield slice(0, len(x["input_ids"])), x, {k: out.hidden_states[k] for k in {*self.layers, self.num_layers}}
+
+    def _keep(self, texts: list[str], x: dict[str, np.ndarray], hidden: dict) -> None:
+        """Store each text's unit token vectors (special tokens removed) of the kept layers, and its unit mean-pooled
+        last-layer embedding. In numpy on one thread: torch's threads here would contend with ONNX Runtime's, which
+        keep spinning between slices (3x slower in a scratch timing)."""
+        hidden = {k: v if isinstance(v, np.ndarray) else v.float().cpu().numpy() for k, v in hidden.items()}
+        keep_np = x["attention_mask"].astype(bool) & ~x["special_tokens_mask"].astype(bool)
+        m = x["attention_mask"].astype(np.float32)[..., None]
+        sent_np = _unit((hidden[self.num_layers].astype(np.float32) * m).sum(1) / np.maximum(m.sum(1), 1.0))
+        tok_np = {k: _unit(hidden[k].astype(np.float32)).astype(np.float16) for k in self.layers}
+        self.forward_texts += len(texts)
+        self.forward_tokens += int(x["attention_mask"].sum())
+        for b, text in enumerate(texts):
+            vecs = {}
+            for k, arr in tok_np.items():
+                v = arr[b][keep_np[b]]
+                if len(v) == 0:  # empty after removing [CLS]/[SEP]: keep one zero vector
+                    v = np.zeros((1, arr.shape[-1]), dtype=np.float16)
+                vecs[k] = v
+            self._put(text, (vecs, sent_np[b].astype(np.float32)))
 
     def _put(self, text: str, value) -> None:
         self._cache[text] = value
@@ -159,6 +188,11 @@ class Encoder:
         """Unit-length mean-pooled last-layer embeddings, one row per text."""
         self._encode(texts)
         return np.stack([self._cache[t][1] for t in texts]) if texts else np.zeros((0, 0), np.float32)
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    """``x`` scaled to unit length along its last axis (torch's ``normalize``: norms below 1e-12 count as 1e-12)."""
+    return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
 
 
 def load_baseline(path: str | Path, layer: int) -> tuple[float, float, float]:
