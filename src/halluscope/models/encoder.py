@@ -42,8 +42,8 @@ class Encoder:
         them with ``token_embeddings(texts, layer=k)``.
     precision: ``"fp32"``, ``"bf16"`` or ``"auto"`` (fp32 on the CPU, so every CPU gives the same embeddings;
         bf16 on a GPU that runs it natively). On the CPU, fp32 runs through ONNX Runtime on the model's exported
-        graph (:mod:`.onnx_graph`; 0.8x PyTorch bf16's speed on an AVX512-BF16 EPYC, 1.3x PyTorch fp32's); bf16
-        moved WikiBio figures by at most 0.1 (EVALUATION.md).
+        graph (:mod:`.onnx_graph`; BERTScore over WikiBio took 1.36x PyTorch bf16's time on an AVX512-BF16 EPYC,
+        0.53x PyTorch fp32's: BENCHMARKS.md); bf16 moved WikiBio figures by at most 0.13 (EVALUATION.md).
     runtime: ``auto`` (fp32 on the CPU through ONNX Runtime, PyTorch where the graph cannot be made), ``onnx`` (the
         graph or an error) or ``torch``, as for the NLI (:class:`~.nli.HFNLI`).
     batch_size, max_length: batching of the forward passes (texts are sorted by token count to limit padding).
