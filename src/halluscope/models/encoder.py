@@ -143,13 +143,17 @@ class Encoder:
 
     def _keep(self, texts: list[str], x: dict[str, np.ndarray], hidden: dict) -> None:
         """Store each text's unit token vectors (special tokens removed) of the kept layers, and its unit mean-pooled
-        last-layer embedding. In numpy on one thread: torch's threads here would contend with ONNX Runtime's, which
-        keep spinning between slices (3x slower in a scratch timing)."""
-        hidden = {k: v if isinstance(v, np.ndarray) else v.float().cpu().numpy() for k, v in hidden.items()}
+        last-layer embedding. ONNX Runtime's arrays are pooled in numpy on one thread: torch's threads would contend
+        with ONNX Runtime's, which keep spinning between slices (3x slower in a scratch timing). PyTorch's tensors
+        are pooled in torch as before, so the PyTorch path gives its former embeddings to the last bit (the packaged
+        NLI's training mixture was drawn with them)."""
         keep_np = x["attention_mask"].astype(bool) & ~x["special_tokens_mask"].astype(bool)
-        m = x["attention_mask"].astype(np.float32)[..., None]
-        sent_np = _unit((hidden[self.num_layers].astype(np.float32) * m).sum(1) / np.maximum(m.sum(1), 1.0))
-        tok_np = {k: _unit(hidden[k].astype(np.float32)).astype(np.float16) for k in self.layers}
+        if isinstance(hidden[self.num_layers], np.ndarray):
+            m = x["attention_mask"].astype(np.float32)[..., None]
+            sent_np = _unit((hidden[self.num_layers].astype(np.float32) * m).sum(1) / np.maximum(m.sum(1), 1.0))
+            tok_np = {k: _unit(hidden[k].astype(np.float32)).astype(np.float16) for k in self.layers}
+        else:
+            sent_np, tok_np = _pool_torch(hidden, x["attention_mask"], self.layers, self.num_layers)
         self.forward_texts += len(texts)
         self.forward_tokens += int(x["attention_mask"].sum())
         for b, text in enumerate(texts):
@@ -188,6 +192,20 @@ class Encoder:
         """Unit-length mean-pooled last-layer embeddings, one row per text."""
         self._encode(texts)
         return np.stack([self._cache[t][1] for t in texts]) if texts else np.zeros((0, 0), np.float32)
+
+
+def _pool_torch(hidden: dict, attention_mask: np.ndarray, layers: tuple[int, ...], last: int):
+    """:meth:`Encoder._keep`'s pooling of PyTorch hidden states, in torch: (unit mean-pooled last layer, {k: unit
+    token vectors of layer k in fp16})."""
+    import torch
+
+    with torch.inference_mode():
+        mask = torch.from_numpy(attention_mask).to(hidden[last].device).bool()
+        m = mask.unsqueeze(-1).float()
+        sent = (hidden[last].float() * m).sum(1) / m.sum(1).clamp(min=1.0)
+        sent_np = torch.nn.functional.normalize(sent, dim=-1).cpu().numpy()
+        tok_np = {k: torch.nn.functional.normalize(hidden[k].float(), dim=-1).half().cpu().numpy() for k in layers}
+    return sent_np, tok_np
 
 
 def _unit(x: np.ndarray) -> np.ndarray:

@@ -225,7 +225,8 @@ def _near_entities(ents: list[list[tuple[str, str, int]]], pool: dict[str, list[
 
     from .encoder import Encoder
 
-    enc = Encoder("minilm", precision="fp32", max_length=32)
+    # PyTorch, as when the packaged model's mixture was drawn: ONNX Runtime's last bits could swap near ties
+    enc = Encoder("minilm", precision="fp32", max_length=32, runtime="torch")
     out: dict[tuple[str, str], list[str]] = {}
     for lab, texts in pool.items():
         cand = list(dict.fromkeys(texts))
