@@ -129,7 +129,8 @@ def ort_matmul_ceiling(n: int = 2048, repeats: int = 10) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated, from {', '.join(METHODS)}")
+    ap.add_argument("--methods", default=",".join(k for k in METHODS if k not in ENCODERS),
+                    help=f"comma-separated, from {', '.join(METHODS)} (default: all but the encoder variants)")
     ap.add_argument("--passages", type=int, default=None, help="first K passages (default: all 238)")
     ap.add_argument("--data", default=None, help="data folder (default: ../shared/data)")
     ap.add_argument("--out", default=str(HERE / "results" / "methods.json"))

@@ -178,19 +178,19 @@ def records_sharing_texts(wikibio) -> list:
     return [a, b, dup, mixed]
 
 
-@pytest.mark.parametrize("precision", ["fp32", "auto"])
+@pytest.mark.parametrize("precision", ["auto", "bf16"])
 def test_records_sharing_texts_across_batches(cluster, wikibio, tmp_path, precision):
     """Each batch is scored from empty caches, so its scores are those of its records scored alone in a fresh
     process (to the last bit), whichever actor scored what before. One process instead encodes a shared text once,
-    in the first chunk that has it: in fp32 the Ray run still equals it to 1e-6; in bf16 ('auto' here, a CPU with
-    AVX512-BF16) it may not (a text's vectors depend on its padded batch by ~2e-3: README, Scale-out on Ray)."""
+    in the first chunk that has it: in fp32 ('auto' on every CPU) the Ray run still equals it to 1e-6; in bf16 it
+    may not (a text's vectors depend on its padded batch by ~2e-3: README, Scale-out on Ray)."""
     recs = records_sharing_texts(wikibio)
     methods = [*DEFAULT_METHODS, "cosine"]
     run = score_with_ray(recs, tmp_path, methods=methods, num_actors=2, batch_tokens=1, chunk_size=1,
                          precision=precision)
     assert (run.records, run.batches, run.errors) == (4, 4, 0)
     assert_same(scored_alone(recs, methods, precision=precision), tmp_path, tol=0)
-    if precision == "fp32":
+    if precision == "auto":
         assert_same(one_process(recs, methods, chunk_size=1, precision=precision), tmp_path)
 
 

@@ -40,7 +40,7 @@ class Encoder:
     layer: hidden layer whose token vectors BERTScore compares (1..num_layers; default: the last).
     extra_layers: further layers to keep from the same forward pass (e.g. for a layer sweep), or ``"all"``; read
         them with ``token_embeddings(texts, layer=k)``.
-    precision: ``"fp32"``, ``"bf16"`` or ``"auto"`` (fp32 on the CPU, so every CPU gives the same embeddings;
+    precision: ``"fp32"``, ``"bf16"`` or ``"auto"`` (fp32 on the CPU, so every CPU gives the same embeddings to ~1e-6;
         bf16 on a GPU that runs it natively). On the CPU, fp32 runs through ONNX Runtime on the model's exported
         graph (:mod:`.onnx_graph`; BERTScore over WikiBio took 1.36x PyTorch bf16's time on an AVX512-BF16 EPYC,
         0.53x PyTorch fp32's: BENCHMARKS.md); bf16 moved WikiBio figures by at most 0.13 (EVALUATION.md).

@@ -47,9 +47,10 @@ class ScoreActor:
     batch of the first chunk that has it, and reuses that result; here each batch encodes it again among its own
     texts. The encoder pads each forward batch to its longest text, and the padded batch's shape changes the
     rounding of the text's vectors: by ~1e-7 in fp32, which moved scores by at most ~1e-7 (``precision="fp32"``
-    equals one process to 1e-6; tested), and by ~2e-3 in bf16 (``precision="auto"`` on a CPU with AVX512-BF16 or
-    AMX, or a GPU), which moved bertscore and cosine by up to ~2e-4 and, where the changed embeddings reorder the
-    sample sentences closest to a sentence, nli_support by up to 0.05 on WikiBio (README, Scale-out on Ray)."""
+    equals one process to 1e-6; tested; ``precision="auto"`` is fp32 on every CPU), and by ~2e-3 in bf16
+    (``precision="bf16"``, or ``auto`` on a GPU), which moved bertscore and cosine by up to ~2e-4 and, where the
+    changed embeddings reorder the sample sentences closest to a sentence, nli_support by up to 0.05 on WikiBio
+    (README, Scale-out on Ray)."""
 
     def __init__(self, detector_kwargs: dict[str, Any], threads: int | None = None):
         t0 = time.perf_counter()
