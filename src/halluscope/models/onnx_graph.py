@@ -11,7 +11,8 @@ The graph is exported once per model, on first use, with PyTorch's exporter (eag
 length axes, opset 17), into ``onnx/`` of the user cache (:func:`halluscope.userdirs.user_cache_dir`), under a key
 made of the model's files, its outputs, the exporting versions and :data:`EXPORT_VERSION`, so a retrained model,
 another PyTorch or a change to :func:`export` gets its own graph. Before a graph is used, its outputs on a padded
-probe batch are compared with PyTorch's (:func:`check`). The most recently used :data:`KEEP` graphs are kept, older ones pruned.
+probe batch are compared with PyTorch's (:func:`check`). The most recently used :data:`KEEP` graphs are kept, older
+ones pruned.
 Writes go through a unique temporary file and an atomic rename, so parallel workers never read half a graph.
 """
 
