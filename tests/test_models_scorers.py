@@ -44,7 +44,7 @@ def test_bf16_encoder_gives_the_fp32_bertscore_within_rounding(detector_models, 
 
 
 def test_cpu_encoder_runs_fp32_on_its_onnx_graph_with_pytorchs_embeddings(wikibio):
-    """``auto`` is fp32 on every CPU, whatever its bf16 support (the same embeddings everywhere), and runs through
+    """``auto`` is fp32 on every CPU, whatever its bf16 support (the same embeddings to ~1e-6), and runs through
     ONNX Runtime on the exported graph of the layers the encoder keeps, in slices of a few hundred positions: the
     sentence embeddings agree with PyTorch's fp32 to 1e-5, the stored fp16 token vectors to their rounding, for the
     last layer and for one layer of a sweep's graph (every layer)."""
