@@ -8,7 +8,7 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-# halluscope's user cache (exported NLI graphs, generations) of this test session only: tests never evict a user's
+# halluscope's user cache (exported ONNX graphs, generations) of this test session only: tests never evict a user's
 # graphs (other packages' caches under XDG_CACHE_HOME, e.g. the assembled local LLM, stay where they are)
 os.environ["HALLUSCOPE_CACHE_DIR"] = _CACHE = tempfile.mkdtemp(prefix="halluscope-tests-cache-")
 atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .onnx_graph import graph_for, slices
 from .registry import quiet_transformers, resolve_encoder_path
 
 
@@ -90,10 +91,9 @@ class Encoder:
         self.batch_size = batch_size
         self.max_length = max_length
         self.cache_size = cache_size
-        from .onnx_graph import graph_for
-
-        outputs = tuple(f"hidden_{k}" for k in sorted({*self.layers, n_layers}))
-        self.graph = graph_for(self.model, path, self.tokenizer, runtime, outputs=outputs,
+        self.hidden_layers = tuple(sorted({*self.layers, n_layers}))  # what a forward pass must give: the last too
+        self.graph = graph_for(self.model, path, self.tokenizer, runtime,
+                               outputs=tuple(f"hidden_{k}" for k in self.hidden_layers),
                                fits=precision == "fp32" and self.device == "cpu",
                                what=f"encoder {self.name} ({precision} on {self.device})")
         # text -> ({layer: token vectors fp16}, sentence embedding fp32)
@@ -124,8 +124,6 @@ class Encoder:
         import torch
 
         if self.graph is not None:
-            from .onnx_graph import slices
-
             start = 0
             for part in slices(x, left=self.tokenizer.padding_side == "left"):
                 n = len(part["input_ids"])
@@ -139,7 +137,7 @@ class Encoder:
         with torch.inference_mode():
             out = self.model(**feed, output_hidden_states=True)
         # hidden_states[0] are the embeddings, [k] the output of layer k
-        yield slice(0, len(x["input_ids"])), x, {k: out.hidden_states[k] for k in {*self.layers, self.num_layers}}
+        yield slice(0, len(x["input_ids"])), x, {k: out.hidden_states[k] for k in self.hidden_layers}
 
     def _keep(self, texts: list[str], x: dict[str, np.ndarray], hidden: dict) -> None:
         """Store each text's unit token vectors (special tokens removed) of the kept layers, and its unit mean-pooled

@@ -26,6 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .onnx_graph import SLICE_TOKENS, graph_for, slices
 from .registry import DEFAULT_NLI, aegis_path, quiet_transformers, resolve_nli_path
 
 Pair = tuple[str, str]
@@ -178,8 +179,6 @@ class HFNLI(NLI):
         path = resolve_nli_path(model)
         self.name = model
         self.batch_size = batch_size
-        from .onnx_graph import SLICE_TOKENS
-
         self.graph_tokens = graph_tokens or SLICE_TOKENS
         self.precision = precision
         self.window = window
@@ -196,8 +195,6 @@ class HFNLI(NLI):
             self.model = quantize_int8(self.model)
         self.model.to(self.device)
         self.index = self._label_index(self.model.config)
-        from .onnx_graph import graph_for
-
         self.graph = graph_for(self.model, path, self.tokenizer, runtime, fits=precision == "fp32" and self.device ==
                                "cpu", what=f"NLI model {self.name} ({precision} on {self.device})")
 
@@ -266,8 +263,6 @@ class HFNLI(NLI):
         )
         self.forward_tokens += int(enc["attention_mask"].sum())
         if self.graph is not None:
-            from .onnx_graph import slices
-
             parts = list(slices({k: v.numpy() for k, v in enc.items()}, self.graph_tokens,
                                 left=self.tokenizer.padding_side == "left"))
             self.padded_tokens += sum(x["attention_mask"].size for x in parts)
