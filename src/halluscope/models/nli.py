@@ -183,6 +183,8 @@ class HFNLI(NLI):
         self.precision = precision
         self.window = window
         self.tokenizer = AutoTokenizer.from_pretrained(path)
+        # token ids of the units of the pass under way (pair -> {input name: ids}): each unit is tokenized once
+        self._ids: dict[Pair, dict[str, list[int]]] = {}
         quiet_transformers()
         self.model = AutoModelForSequenceClassification.from_pretrained(path).float()  # shipped fp16, run fp32
         self.model.eval()
@@ -219,20 +221,60 @@ class HFNLI(NLI):
         return len(self.tokenizer(premise, hypothesis, add_special_tokens=True)["input_ids"])
 
     def _pieces(self, pairs: list[Pair]) -> dict[Pair, list[Pair]]:
-        # one batched tokenizer call measures every pair; only the few over the window are cut (per sentence)
+        # one batched tokenizer call measures every pair; only the few over the window are cut (per sentence). A
+        # pair that fits keeps its token ids for the forward pass (untruncated ids are the truncated ones there)
         if not self.window or not pairs:
             return {p: [p] for p in pairs}
-        ids = self.tokenizer([p for p, _ in pairs], [h for _, h in pairs])["input_ids"]
-        return {p: [p] if len(x) <= self.max_length else self.windows(p) for p, x in zip(pairs, ids)}
+        enc = self.tokenizer([p for p, _ in pairs], [h for _, h in pairs])
+        keys = [k for k in self._id_keys() if k in enc]
+        for i, p in enumerate(pairs):
+            if len(enc["input_ids"][i]) <= self.max_length:
+                self._ids[p] = {k: enc[k][i] for k in keys}
+        return {p: [p] if p in self._ids else self.windows(p) for p in pairs}
+
+    def _id_keys(self) -> list[str]:
+        return [k for k in self.tokenizer.model_input_names if k != "attention_mask"]
+
+    def _tokenize(self, units: list[Pair]) -> None:
+        """Token ids (truncated to the window) of the units not yet tokenized, in one batched call."""
+        todo = [u for u in dict.fromkeys(units) if u not in self._ids]
+        if todo:
+            enc = self.tokenizer([p for p, _ in todo], [h for _, h in todo], max_length=self.max_length,
+                                 truncation="longest_first")
+            keys = [k for k in self._id_keys() if k in enc]
+            for i, u in enumerate(todo):
+                self._ids[u] = {k: enc[k][i] for k in keys}
 
     def _sizes(self, pairs: list[Pair]) -> list[int]:
-        # token counts from one batched tokenizer call: sorted by characters, batches of 32 pairs padded 16.7% more
-        # positions than they held tokens (the first 6,000 recorded pairs), sorted by tokens 0.24%
-        if not pairs:
-            return []
-        ids = self.tokenizer([p for p, _ in pairs], [h for _, h in pairs], max_length=self.max_length,
-                             truncation="longest_first")["input_ids"]
-        return [len(x) for x in ids]
+        # token counts (sorted by characters, batches of 32 pairs padded 16.7% more positions than they held tokens
+        # on the first 6,000 recorded pairs; sorted by tokens 0.24%), from the ids the forward pass will use
+        self._tokenize(pairs)
+        return [len(self._ids[p]["input_ids"]) for p in pairs]
+
+    def _run(self, units: list[Pair]) -> None:
+        try:
+            super()._run(units)
+        finally:  # ids are kept for one pass only
+            self._ids.clear()
+
+    def _padded(self, pairs: list[Pair]) -> dict[str, np.ndarray]:
+        """The batch as the tokenizer would pad it (``padding=True``), from each unit's stored token ids."""
+        self._tokenize(pairs)
+        rows = [self._ids[p] for p in pairs]
+        for p in dict.fromkeys(pairs):  # used once: a unit goes through the model once
+            del self._ids[p]
+        n = max(len(r["input_ids"]) for r in rows)
+        left = self.tokenizer.padding_side == "left"
+        pad = {"input_ids": self.tokenizer.pad_token_id or 0, "token_type_ids": self.tokenizer.pad_token_type_id}
+        out = {k: np.full((len(rows), n), pad.get(k, 0), dtype=np.int64) for k in rows[0]}
+        out["attention_mask"] = np.zeros((len(rows), n), dtype=np.int64)
+        for i, r in enumerate(rows):
+            m = len(r["input_ids"])
+            at = slice(n - m, n) if left else slice(0, m)
+            for k, v in r.items():
+                out[k][i, at] = v
+            out["attention_mask"][i, at] = 1
+        return out
 
     def windows(self, pair: Pair) -> list[Pair]:
         premise, hyp = pair
@@ -253,27 +295,19 @@ class HFNLI(NLI):
     def _forward(self, pairs: list[Pair]) -> np.ndarray:
         import torch
 
-        enc = self.tokenizer(
-            [p for p, _ in pairs],
-            [h for _, h in pairs],
-            max_length=self.max_length,
-            padding=True,
-            truncation="longest_first",
-            return_tensors="pt",
-        )
+        enc = self._padded(pairs)
         self.forward_tokens += int(enc["attention_mask"].sum())
         if self.graph is not None:
-            parts = list(slices({k: v.numpy() for k, v in enc.items()}, self.graph_tokens,
-                                left=self.tokenizer.padding_side == "left"))
+            parts = list(slices(enc, self.graph_tokens, left=self.tokenizer.padding_side == "left"))
             self.padded_tokens += sum(x["attention_mask"].size for x in parts)
             return self._rows(_softmax(np.concatenate([self.graph(x)[0] for x in parts]).astype(np.float32)))
-        self.padded_tokens += int(enc["attention_mask"].numel())
+        self.padded_tokens += int(enc["attention_mask"].size)
         # bf16: the weights stay fp32 and autocast runs only the matrix products in bf16 (LayerNorm, softmax and the
         # residual stream stay fp32): 0.020 at most from fp32 on the default evidence of 10 WikiBio passages, where
         # casting the whole model to bf16 moved one of those pairs by 0.067 (BENCHMARKS.md)
         with torch.inference_mode(), torch.autocast(self.device.split(":")[0], dtype=torch.bfloat16,
                                                     enabled=self.precision == "bf16"):
-            logits = self.model(**{k: v.to(self.device) for k, v in enc.items()}).logits.float()
+            logits = self.model(**{k: torch.from_numpy(v).to(self.device) for k, v in enc.items()}).logits.float()
         return self._rows(torch.softmax(logits, dim=-1).cpu().numpy())
 
     def _rows(self, p: np.ndarray) -> np.ndarray:
