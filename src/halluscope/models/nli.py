@@ -259,25 +259,13 @@ class HFNLI(NLI):
             self._ids.clear()
 
     def _padded(self, pairs: list[Pair]) -> dict[str, np.ndarray]:
-        """The batch as the tokenizer would pad it (``padding=True``), from each unit's stored token ids."""
+        """The batch padded by the tokenizer (as ``padding=True`` pads it; the encoder pads its batches so too), from
+        each unit's stored token ids."""
         self._tokenize(pairs)
         rows = [self._ids[p] for p in pairs]
         for p in dict.fromkeys(pairs):  # used once: a unit goes through the model once
             del self._ids[p]
-        n = max(len(r["input_ids"]) for r in rows)
-        left = self.tokenizer.padding_side == "left"
-        if self.tokenizer.pad_token_id is None:  # as tokenizer(..., padding=True) would
-            raise ValueError(f"the tokenizer of NLI model {self.name} has no padding token")
-        pad = {"input_ids": self.tokenizer.pad_token_id, "token_type_ids": self.tokenizer.pad_token_type_id}
-        out = {k: np.full((len(rows), n), pad.get(k, 0), dtype=np.int64) for k in rows[0]}
-        out["attention_mask"] = np.zeros((len(rows), n), dtype=np.int64)
-        for i, r in enumerate(rows):
-            m = len(r["input_ids"])
-            at = slice(n - m, n) if left else slice(0, m)
-            for k, v in r.items():
-                out[k][i, at] = v
-            out["attention_mask"][i, at] = 1
-        return out
+        return {k: np.asarray(v, dtype=np.int64) for k, v in self.tokenizer.pad(rows, return_tensors="np").items()}
 
     def windows(self, pair: Pair) -> list[Pair]:
         premise, hyp = pair
