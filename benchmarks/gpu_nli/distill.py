@@ -28,7 +28,7 @@ import torch  # noqa: E402
 from transformers import AutoModelForSequenceClassification, AutoTokenizer  # noqa: E402
 
 from device_run import WORK, read_units, score_units, send_weights  # noqa: E402 (beside this file)
-from halluscope.models.nli_train import _batches, _label_id, _loss, linear_schedule  # noqa: E402
+from halluscope.models.nli_train import _batches, _label_id, _loss, linear_schedule, optimizer_step  # noqa: E402
 
 OUT, CARRY, KEEP = Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3])
 TINY = len(sys.argv) > 4
@@ -89,12 +89,7 @@ def train(st, tok, ids, types, labels, t_logits, sp):
             t = torch.log_softmax(t_logits[b].to(DEV), -1)
             kl = torch.nn.functional.kl_div(torch.log_softmax(logits.float(), -1), t, log_target=True,
                                             reduction="batchmean")
-            loss = (1 - sp["alpha"]) * _loss(logits, y) + sp["alpha"] * kl
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
-            sched.step()
-            opt.zero_grad(set_to_none=True)
+            optimizer_step((1 - sp["alpha"]) * _loss(logits, y) + sp["alpha"] * kl, params, opt, sched)
             step += 1
             if step % 500 == 0:
                 log(f"step {step}/{total} loss {loss.item():.3f} {BS * step / (time.time() - t0):.0f} pairs/s")

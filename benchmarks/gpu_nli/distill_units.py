@@ -28,7 +28,8 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer  # no
 
 from halluscope.models.encoder import bf16_supported  # noqa: E402
 from halluscope.models.nli_data import _rows  # noqa: E402
-from halluscope.models.nli_train import _batches, _label_id, _loss, _read_pairs, linear_schedule  # noqa: E402
+from halluscope.models.nli_train import (_batches, _label_id, _loss, _read_pairs, linear_schedule,  # noqa: E402
+                                         optimizer_step)
 
 LR, BS, MAXLEN, SEED = 3e-5, 32, 128, 0
 
@@ -99,11 +100,7 @@ def main():
                                          reduction="sum") / max(1, int(st.sum()))) if st.any() else 0.0
         ce = _loss(logits[~st], y[~st]) if (~st).any() else 0.0
         loss = (st.float().mean() * kl + (~st).float().mean() * ce)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        sched.step()
-        opt.zero_grad(set_to_none=True)
+        optimizer_step(loss, params, opt, sched)
         if step % 50 == 0:
             print(f"step {step}/{len(order)} loss {loss.item():.3f} {BS * step / (time.time() - t0):.1f} pairs/s",
                   flush=True)

@@ -244,7 +244,7 @@ def train_student(name: str, out: Path, carry: Path, spec: dict, tiny: bool) -> 
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from halluscope.models.nli_train import _batches, linear_schedule
+    from halluscope.models.nli_train import _batches, _loss, linear_schedule, optimizer_step
 
     t0, dev = time.time(), "cuda" if torch.cuda.is_available() else "cpu"
     pairs, soft, labels, n_units = _examples(carry, spec, tiny)
@@ -275,13 +275,9 @@ def train_student(name: str, out: Path, carry: Path, spec: dict, tiny: bool) -> 
             logp = torch.log_softmax(logits.float(), -1)
             t, y = soft_t[b].to(dev).clamp_min(1e-6), lab_t[b].to(dev)
             kl = (t * (t.log() - logp)).sum(-1)
-            ce = torch.where(y == 3, -torch.logsumexp(logp[:, 1:], -1), -logp.gather(1, y.clamp(0, 2)[:, None])[:, 0])
+            ce = _loss(logits, y.clamp(min=0), mean=False)  # y -1: the KL alone
             loss = torch.where(y >= 0, alpha * kl + (1 - alpha) * ce, kl).mean()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
-            sched.step()
-            opt.zero_grad(set_to_none=True)
+            optimizer_step(loss, params, opt, sched)
             step += 1
             if step % 500 == 0:
                 log(name, f"step {step}/{total} loss {loss.item():.3f} {bs * step / (time.time() - t0):.0f} pairs/s")
@@ -290,8 +286,12 @@ def train_student(name: str, out: Path, carry: Path, spec: dict, tiny: bool) -> 
     tok.save_pretrained(d)
     rec = json.loads((Path(BASE) / "training.json").read_text(encoding="utf-8"))
     rec.setdefault("distilled_before", []).append(rec.pop("distilled", None))
-    rec["distilled"] = {"examples": len(rows), "units": n_units, "unit_repeats": int(spec.get("units", 1)), "spec": spec,
-                        "steps": step, "of": total, "seconds": round(time.time() - t0), "script": "benchmarks/gpu_nli/kd.py"}
+    rec["distilled"] = {  # the card's "transfer" stage; teacher, transfer, device and command are written in by hand
+        "kind": "transfer", "examples": len(rows), "units": n_units, "unit_repeats": int(spec.get("units", 1)),
+        "mixture_pairs": sum(y >= 0 for y in labels), "lr": spec.get("lr", 5e-5),
+        "batch_size": bs, "epochs": epochs, "steps": step, "of": total, "seconds": round(time.time() - t0), "seed": 0,
+        "stopped": "stopped there by the call's time guard" if step < total else "to the end", "spec": spec,
+        "script": "benchmarks/gpu_nli/kd.py"}
     (d / "training.json").write_text(json.dumps(rec, indent=1), encoding="utf-8")
     log(name, f"trained {step} of {total} steps, {time.time() - t0:.0f} s")
 

@@ -62,8 +62,8 @@ def _batches(lengths: list[int], batch_size: int, rng: random.Random) -> list[li
     return out
 
 
-def _loss(logits, labels):
-    """3-way cross-entropy; label 3 (not_entailment) takes -log(p_n + p_c)."""
+def _loss(logits, labels, mean: bool = True):
+    """3-way cross-entropy; label 3 (not_entailment) takes -log(p_n + p_c). ``mean=False``: one loss per pair."""
     import torch
 
     logp = torch.log_softmax(logits.float(), dim=-1)
@@ -71,7 +71,18 @@ def _loss(logits, labels):
     loss = torch.zeros_like(labels, dtype=torch.float32)
     loss[three] = -logp[three, labels[three]]
     loss[~three] = -torch.logsumexp(logp[~three, 1:], dim=-1)
-    return loss.mean()
+    return loss.mean() if mean else loss
+
+
+def optimizer_step(loss, params, opt, sched) -> None:
+    """One training step of every NLI trainer here: backward, gradients clipped to norm 1, AdamW and schedule steps."""
+    import torch
+
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(params, 1.0)
+    opt.step()
+    sched.step()
+    opt.zero_grad(set_to_none=True)
 
 
 def linear_schedule(opt, total: int):
@@ -222,11 +233,7 @@ class _Run:
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.use_bf16):
             logits = self.model(**batch).logits
         loss = _loss(logits, y)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.params, 1.0)
-        self.opt.step()
-        self.sched.step()
-        self.opt.zero_grad(set_to_none=True)
+        optimizer_step(loss, self.params, self.opt, self.sched)
         self.step += 1
         return float(loss.detach()), int(batch["attention_mask"].sum())
 
@@ -346,13 +353,26 @@ def _training_lines(stages: list[dict]) -> list[str]:
     return lines
 
 
-def _distill_lines(d: dict, runs: int) -> list[str]:
-    """The card's lines for a last stage distilled from a larger teacher (``benchmarks/gpu_nli/distill_units.py``)."""
-    t = d["teacher"]
-    return [f"## Distillation (stage {runs + 1}, after the run{'s' if runs > 1 else ''} above)",
-            f"- Teacher: `{t['base']}` fine-tuned on a GPU ({t['device']}) on {t['mixture']}: {t['recipe']}; "
-            f"{t['metrics']}.",
-            f"- Student: the model of run {runs}, one epoch over {d['units']} NLI inputs that a detector run asks on "
+def _distill_lines(record: dict, runs: int) -> list[str]:
+    """The card's lines for the distillation stages after the ``train-nli`` runs, oldest first: on a detector's own
+    inputs (``benchmarks/gpu_nli/distill_units.py``) or with a transfer set (``kd.py``, ``"kind": "transfer"``)."""
+    stages = [d for d in record.get("distilled_before", []) if d] + [record["distilled"]]
+    lines = []
+    for k, d in enumerate(stages):
+        write = _transfer_lines if d.get("kind") == "transfer" else _units_lines
+        lines += write(d, runs + 1 + k, f"run {runs}" if k == 0 else f"stage {runs + k}")
+    return lines
+
+
+def _teacher_line(t: dict) -> str:
+    return (f"- Teacher: `{t['base']}` fine-tuned on a GPU ({t['device']}) on {t['mixture']}: {t['recipe']}; "
+            f"{t['metrics']}.")
+
+
+def _units_lines(d: dict, stage: int, before: str) -> list[str]:
+    return [f"## Distillation (stage {stage}, after the {before.split()[0]}{'s' if stage > 2 else ''} above)",
+            _teacher_line(d["teacher"]),
+            f"- Student: the model of {before}, one epoch over {d['units']} NLI inputs that a detector run asks on "
             f"WikiBio passages 0-118 ({d['units_from']}; no label of any passage is read) against the teacher's "
             f"probabilities (KL divergence), mixed one to one with {d['mixture_pairs']} of that mixture's labelled "
             f"pairs (label loss); lr {d['lr']:g}, batch {d['batch_size']}, word embeddings frozen, "
@@ -361,13 +381,27 @@ def _distill_lines(d: dict, runs: int) -> list[str]:
             f"- Reproduce on a CPU from the teacher's stored probabilities: `{d['command']}` (MIX: {d['mix']}).", ""]
 
 
+def _transfer_lines(d: dict, stage: int, before: str) -> list[str]:
+    return [f"## Distillation with a transfer set (stage {stage}, after {before})",
+            _teacher_line(d["teacher"]),
+            f"- Transfer set: {d['transfer']}; every pair under the teacher's probabilities (KL divergence), the "
+            f"mixture's {d['mixture_pairs']} labelled pairs under half KL, half label loss.",
+            f"- Units: the {d['units']} WikiBio inputs of stage {stage - 1}, {d['unit_repeats']} times each, under "
+            f"stage {stage - 1}'s teacher's stored probabilities (`benchmarks/gpu_nli/teacher_wikibio_dev.npz`).",
+            f"- Student: the model of {before}, {d['steps']} steps of batch {d['batch_size']} ({d['of']} planned over "
+            f"{d['epochs']:g} epochs; {d['stopped']}), lr {d['lr']:g} with linear warm-up and decay over the planned "
+            f"steps, word embeddings frozen, bf16 autocast, {d['seconds']:.0f} s on {d['device']}.",
+            f"- Reproduce (two calls on a GPU machine; `benchmarks/gpu_nli/README.md`): {d['command']}.", ""]
+
+
 def model_card(record: dict, evaluation: dict | None = None) -> str:
     """The model card (MODEL_CARD.md) of an exported model, from its ``training.json`` record (with the records of
     the runs it continued) and, where given, the output of ``halluscope evaluate-nli --json``."""
     stages = _stages(record)
     a, first = record["args"], stages[0]["args"]
     distilled = record.get("distilled")
-    minutes = (sum(r["args"]["train_seconds"] for r in stages) + (distilled or {}).get("seconds", 0)) / 60
+    minutes = (sum(r["args"]["train_seconds"] for r in stages) + (distilled or {}).get("seconds", 0)
+               + sum((d or {}).get("seconds", 0) for d in record.get("distilled_before", []))) / 60
     lines = [
         "# halluscope-nli: halluscope's own NLI cross-encoder", "",
         "## Architecture",
@@ -377,7 +411,7 @@ def model_card(record: dict, evaluation: dict | None = None) -> str:
         f"trained at most {a['max_length']} tokens; longer premises are read in sentence windows by halluscope.",
         "- Weights: fp16 safetensors (run in fp32 by default, on the CPU through ONNX Runtime from a graph exported "
         "on first use; int8 dynamic quantization as an option).", "",
-        *_training_lines(stages), *(_distill_lines(distilled, len(stages)) if distilled else []),
+        *_training_lines(stages), *(_distill_lines(record, len(stages)) if distilled else []),
         "Never trained on (reported on): MNLI dev-matched, ANLI R1-R3, XNLI-en, SNLI test, and docnli's "
         "copies of MNLI. Non-commercial and research-only sources (ANLI, XNLI, SICK, MSRP, SciFact, HealthVer) "
         "are left out. Share-alike sources (SNLI, MNLI, FEVER, Wikipedia) are in: the weights are distributed "
@@ -389,7 +423,9 @@ def model_card(record: dict, evaluation: dict | None = None) -> str:
             acc3 = f"{100 * r['accuracy_3way']:.1f}" if "accuracy_3way" in r else "-"
             lines.append(f"| {name} | {r['n']} | {acc3} | {100 * r['accuracy_contradiction_vs_not']:.1f} |")
         lines.append("")
-        lines.append("Command: `halluscope evaluate-nli --json` (see EVALUATION.md for the WikiBio and SAC3 rows).")
+        every = any(r["n"] > 1000 for r in evaluation.values())  # --limit 0: every pair of each set
+        lines.append(f"Command: `halluscope evaluate-nli{' --limit 0' if every else ''} --json` (see EVALUATION.md "
+                     "for the WikiBio and SAC3 rows).")
     else:
         for name, r in record.get("metrics", {}).items():
             lines.append(f"- {name}: 3-way accuracy {100 * r['accuracy_3way']:.1f}% ({r['n']} pairs)")
