@@ -126,8 +126,8 @@ def test_the_encoder_carried_to_the_gpu_is_the_packaged_one_in_bf16(tmp_path, mo
 
 def test_kd_transfer_set_is_seeded_new_and_changed():
     """kd.py's transfer set (EVALUATION.md, issue 13, "A large transfer set"): the same pairs for the same seed, none
-    a pair of the mixture it is made from, every hypothesis changed or moved; substitutions keep a capital letter and
-    leave forms of the word itself out of the neighbour table."""
+    a pair of the mixture it is made from, every premise a text of the mixture; a substitution keeps a capital letter;
+    the neighbour table's filter (``_variant``) drops words that start as the word does and keeps the others."""
     sys.path.insert(0, str(ROOT / "benchmarks" / "gpu_nli"))
     import kd
 

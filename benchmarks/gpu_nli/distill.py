@@ -89,7 +89,8 @@ def train(st, tok, ids, types, labels, t_logits, sp):
             t = torch.log_softmax(t_logits[b].to(DEV), -1)
             kl = torch.nn.functional.kl_div(torch.log_softmax(logits.float(), -1), t, log_target=True,
                                             reduction="batchmean")
-            optimizer_step((1 - sp["alpha"]) * _loss(logits, y) + sp["alpha"] * kl, params, opt, sched)
+            loss = (1 - sp["alpha"]) * _loss(logits, y) + sp["alpha"] * kl
+            optimizer_step(loss, params, opt, sched)
             step += 1
             if step % 500 == 0:
                 log(f"step {step}/{total} loss {loss.item():.3f} {BS * step / (time.time() - t0):.0f} pairs/s")

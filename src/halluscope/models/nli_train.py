@@ -386,11 +386,13 @@ def _transfer_lines(d: dict, stage: int, before: str) -> list[str]:
             _teacher_line(d["teacher"]),
             f"- Transfer set: {d['transfer']}; every pair under the teacher's probabilities (KL divergence), the "
             f"mixture's {d['mixture_pairs']} labelled pairs under half KL, half label loss.",
-            f"- Units: the {d['units']} WikiBio inputs of stage {stage - 1}, {d['unit_repeats']} times each, under "
-            f"stage {stage - 1}'s teacher's stored probabilities (`benchmarks/gpu_nli/teacher_wikibio_dev.npz`).",
+            f"- Units: the {d['units']} distinct WikiBio inputs of stage {stage - 1}'s recording that have a row in "
+            f"stage {stage - 1}'s teacher's stored probabilities (`benchmarks/gpu_nli/teacher_wikibio_dev.npz`), "
+            f"{d['unit_repeats']} times each, under those probabilities.",
             f"- Student: the model of {before}, {d['steps']} steps of batch {d['batch_size']} ({d['of']} planned over "
             f"{d['epochs']:g} epochs; {d['stopped']}), lr {d['lr']:g} with linear warm-up and decay over the planned "
-            f"steps, word embeddings frozen, bf16 autocast, {d['seconds']:.0f} s on {d['device']}.",
+            f"steps, word embeddings frozen, bf16 autocast, {d['seconds']:.0f} s on {d['device']} (tokenizing "
+            "included).",
             f"- Reproduce (two calls on a GPU machine; `benchmarks/gpu_nli/README.md`): {d['command']}.", ""]
 
 
@@ -400,8 +402,10 @@ def model_card(record: dict, evaluation: dict | None = None) -> str:
     stages = _stages(record)
     a, first = record["args"], stages[0]["args"]
     distilled = record.get("distilled")
-    minutes = (sum(r["args"]["train_seconds"] for r in stages) + (distilled or {}).get("seconds", 0)
-               + sum((d or {}).get("seconds", 0) for d in record.get("distilled_before", []))) / 60
+    done = [d for d in [*record.get("distilled_before", []), distilled] if d]  # distillation stages
+    minutes = (sum(r["args"]["train_seconds"] for r in stages)
+               + sum(d["seconds"] for d in done if d.get("kind") != "transfer")) / 60  # on CPUs
+    gpu = sum(d["seconds"] for d in done if d.get("kind") == "transfer") / 60
     lines = [
         "# halluscope-nli: halluscope's own NLI cross-encoder", "",
         "## Architecture",
@@ -423,9 +427,8 @@ def model_card(record: dict, evaluation: dict | None = None) -> str:
             acc3 = f"{100 * r['accuracy_3way']:.1f}" if "accuracy_3way" in r else "-"
             lines.append(f"| {name} | {r['n']} | {acc3} | {100 * r['accuracy_contradiction_vs_not']:.1f} |")
         lines.append("")
-        every = any(r["n"] > 1000 for r in evaluation.values())  # --limit 0: every pair of each set
-        lines.append(f"Command: `halluscope evaluate-nli{' --limit 0' if every else ''} --json` (see EVALUATION.md "
-                     "for the WikiBio and SAC3 rows).")
+        lines.append("Command: `halluscope evaluate-nli --limit N --json`: N pairs per set, evenly spread (`--limit "
+                     "0`: every pair; n says how many were read). EVALUATION.md has the WikiBio and SAC3 rows.")
     else:
         for name, r in record.get("metrics", {}).items():
             lines.append(f"- {name}: 3-way accuracy {100 * r['accuracy_3way']:.1f}% ({r['n']} pairs)")
@@ -433,8 +436,9 @@ def model_card(record: dict, evaluation: dict | None = None) -> str:
               "Checking whether a short text (a sentence, a claim, an answer) is supported or contradicted by "
               "sentence-sized evidence (a few sentences of a stochastic sample, a retrieved passage window) inside "
               "halluscope's consistency methods. Not a general-purpose reasoner: it is small, English-only, and "
-              f"was trained for {minutes:.0f} min ({a.get('device', 'cpu')}); a stronger model is one "
-              "`--nli ID_OR_PATH` away.", ""]
+              f"was trained for {minutes:.0f} min ({a.get('device', 'cpu')})"
+              + (f" and {gpu:.0f} min on a lent GPU, its teachers not counted" if gpu else "")
+              + "; a stronger model is one `--nli ID_OR_PATH` away.", ""]
     return "\n".join(lines)
 
 
