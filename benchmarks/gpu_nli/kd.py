@@ -180,7 +180,7 @@ def teach(out: Path, carry: Path, kw: dict, tiny: bool) -> None:
     import torch
 
     from pack4 import unpack
-    from halluscope.models.nli_train import _load_mixture, _Run, export_nli, train_nli
+    from teacher import train_teacher
 
     t0, dev = time.time(), "cuda" if torch.cuda.is_available() else "cpu"
     per = kw.pop("per", 4)
@@ -193,15 +193,8 @@ def teach(out: Path, carry: Path, kw: dict, tiny: bool) -> None:
         mix, kw = mix[:300], dict(kw, epochs=0.1)
     (WORK / "mix.jsonl").write_text("".join(json.dumps(p) + "\n" for p in mix), encoding="utf-8")
     log(f"unpacked, {len(mix)} pairs, {time.time() - t0:.0f} s")
-    rec = train_nli(data="none", out=WORK / "T", base=str(WORK / "mpnet"), mixture=WORK / "mix.jsonl", device=dev,
-                    eval_limit=0, seed=0, max_length=MAXLEN, train_embeddings=True,
-                    stop_after_minutes=float(kw.pop("stop_minutes", 4.0)), checkpoint_minutes=100, log=log, **kw)
-    if rec.get("stopped"):  # out of time: export the state reached, marked as such (as teacher.py does)
-        done = _load_mixture(WORK / "T", Path("none"), None)
-        run = _Run(WORK / "T", str(WORK / "mpnet"), done, kw["batch_size"], kw["epochs"], kw["lr"], MAXLEN, True, log,
-                   torch.device(dev))
-        export_nli(run.model, run.tok, WORK / "T", done, dict(base="all-mpnet-base-v2 (NF4)", stopped_at=run.step,
-                                                           total=run.total, **kw), Path("none"), 0, log)
+    stop = float(kw.pop("stop_minutes", 4.0))
+    rec = train_teacher(WORK / "T", WORK / "mpnet", WORK / "mix.jsonl", dev, kw, stop)
     log(f"teacher trained ({'stopped' if rec.get('stopped') else 'to the end'}), {time.time() - t0:.0f} s")
     aug = augment(mix, _nbr(carry / "nbr.json.xz"), per)
     log(f"transfer set: {len(aug)} pairs, {time.time() - t0:.0f} s")
@@ -230,13 +223,13 @@ def _examples(carry: Path, spec: dict, tiny: bool):
     labels = [_label_id(p["label"]) for p in mix] + [-1] * (len(pairs) - len(mix))
     t = np.load(HERE / "teacher_wikibio_dev.npz")
     row = {int(k): i for i, k in enumerate(t["key"])}
-    units = list(dict.fromkeys(tuple(u) for u in _read_jsonl(carry / "units.jsonl.xz")))
-    units = [u for u in units if pair_key(u) in row]
+    keys = {u: pair_key(u) for u in (tuple(x) for x in _read_jsonl(carry / "units.jsonl.xz"))}  # distinct, in order
+    units = [u for u, k in keys.items() if k in row]
     if tiny:
         units = units[:200]
     reps = int(spec.get("units", 1))
     pairs += units * reps
-    soft = np.concatenate([soft] + [t["probs"][[row[pair_key(u)] for u in units]]] * reps)
+    soft = np.concatenate([soft] + [t["probs"][[row[keys[u]] for u in units]]] * reps)
     labels += [-1] * (len(units) * reps)
     return pairs, soft, labels, len(units)
 
@@ -252,8 +245,11 @@ def train_student(name: str, out: Path, carry: Path, spec: dict, tiny: bool) -> 
     t0, dev = time.time(), "cuda" if torch.cuda.is_available() else "cpu"
     pairs, soft, labels, n_units = _examples(carry, spec, tiny)
     tok = AutoTokenizer.from_pretrained(BASE)
-    enc = tok([p for p, _ in pairs], [h for _, h in pairs], truncation="longest_first", max_length=MAXLEN)
-    rows = [{"input_ids": a, "token_type_ids": b} for a, b in zip(enc["input_ids"], enc["token_type_ids"])]
+    distinct = list(dict.fromkeys(pairs))  # a repeated unit is tokenized once
+    enc = tok([p for p, _ in distinct], [h for _, h in distinct], truncation="longest_first", max_length=MAXLEN)
+    one = {u: {"input_ids": a, "token_type_ids": b}
+           for u, a, b in zip(distinct, enc["input_ids"], enc["token_type_ids"])}
+    rows = [one[u] for u in pairs]
     log(name, f"{len(pairs)} examples ({n_units} units), tokenized {time.time() - t0:.0f} s")
     model = AutoModelForSequenceClassification.from_pretrained(BASE, dtype=torch.float32).to(dev)
     model.base_model.embeddings.word_embeddings.weight.requires_grad_(False)

@@ -32,6 +32,21 @@ def log(*a):
     print(*a, flush=True)
 
 
+def train_teacher(tdir: Path, base: Path, mix: Path, dev: str, kw: dict, stop: float) -> dict:
+    """``train_nli`` with every weight trained, max length 128, seed 0, stopped after ``stop`` minutes; a run that
+    ran out of time is exported at the step it reached, marked as such (``stopped_at``). Returns its record."""
+    rec = train_nli(data="none", out=tdir, base=str(base), mixture=mix, device=dev, eval_limit=0, seed=0,
+                    max_length=128, train_embeddings=True, stop_after_minutes=stop, checkpoint_minutes=100,
+                    log=log, **kw)
+    if rec.get("stopped"):
+        done = _load_mixture(tdir, Path("none"), None)
+        run = _Run(tdir, str(base), done, kw["batch_size"], kw["epochs"], kw["lr"], 128, True, log,
+                   torch.device(dev))
+        export_nli(run.model, run.tok, tdir, done, dict(base="all-mpnet-base-v2 (NF4)", stopped_at=run.step,
+                                                        total=run.total, **kw), Path("none"), 0, log)
+    return rec
+
+
 def main() -> None:
     out, carry, kw, tiny = Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3]), len(sys.argv) > 4
     name, mixname = kw.pop("name", "teacher"), kw.pop("mix", "mix.jsonl.xz")
@@ -52,14 +67,7 @@ def main() -> None:
         mix.write_text("".join(json.dumps(p.__dict__) + "\n" for p in pairs), encoding="utf-8")
     log(f"unpacked, {len(pairs)} pairs, {time.time() - t0:.0f} s")
     tdir, stop = work / "T", float(kw.pop("stop_minutes", 5.0))
-    rec = train_nli(data="none", out=tdir, base=str(base), mixture=mix, device=dev, eval_limit=0, seed=0,
-                    max_length=128, train_embeddings=True, stop_after_minutes=stop, checkpoint_minutes=100,
-                    log=log, **kw)
-    if rec.get("stopped"):  # out of time: export the state reached, marked as such
-        run = _Run(tdir, str(base), _load_mixture(tdir, Path("none"), None), kw["batch_size"], kw["epochs"],
-                   kw["lr"], 128, True, log, torch.device(dev))
-        export_nli(run.model, run.tok, tdir, pairs, dict(base="all-mpnet-base-v2 (NF4)", stopped_at=run.step,
-                                                         total=run.total, **kw), Path("none"), 0, log)
+    train_teacher(tdir, base, mix, dev, kw, stop)
     log(f"trained, {time.time() - t0:.0f} s")
     model = tdir / "model"
     units = read_units(carry, tiny)
