@@ -29,6 +29,24 @@ def test_components_on_sac3_and_each_nli_pair_once(detector_models, data_dir):
     assert normalize_answer("The  Beatles!") == normalize_answer("beatles")
 
 
+def test_the_weight_searchs_auroc_is_sklearns():
+    """The tuned ensemble's AUROC (the Mann-Whitney statistic, ties at their average rank) is sklearn's
+    ``roc_auc_score`` to rounding, on random folds of every size with many ties; NaN with one class only."""
+    from sklearn.metrics import roc_auc_score
+
+    from halluscope.combine.tuned import auroc
+
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        n = int(rng.integers(2, 80))
+        y = rng.integers(0, 2, n)
+        if y.min() == y.max():
+            continue
+        s = np.round(rng.random(n), int(rng.integers(1, 4)))  # 1 to 3 decimals: ties
+        assert auroc(y, s) == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+    assert np.isnan(auroc(np.ones(4), rng.random(4)))
+
+
 def test_tuning_weights_threshold_missing_values_and_cv():
     rng = np.random.default_rng(0)
     n = 200

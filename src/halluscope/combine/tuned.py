@@ -25,7 +25,8 @@ from pathlib import Path
 
 import numpy as np
 from scipy.optimize import minimize
-from sklearn.metrics import average_precision_score, roc_auc_score
+from scipy.stats import rankdata
+from sklearn.metrics import average_precision_score
 
 
 def combine(C: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -45,10 +46,23 @@ def ranking_metric(name: str, halluc: np.ndarray, s: np.ndarray) -> float:
     if ok.sum() < 2 or len(np.unique(halluc[ok])) < 2:
         return float("nan")
     if name == "roc_auc":
-        return float(roc_auc_score(halluc[ok], 1 - s[ok]))
+        return auroc(halluc[ok], 1 - s[ok])
     if name == "average_precision":
         return float(average_precision_score(halluc[ok], 1 - s[ok]))
     raise ValueError(f"unknown metric {name!r} (roc_auc, average_precision)")
+
+
+def auroc(y: np.ndarray, score: np.ndarray) -> float:
+    """Area under the ROC curve of ``score`` for the positive class ``y == 1``, as the Mann-Whitney statistic:
+    (sum of the positives' ranks - P(P+1)/2) / (P N), ties at their average rank (sklearn's ``roc_auc_score``, whose
+    trapezoids give the same area, to rounding). Without sklearn's input checks it is about 30x faster on a fold
+    of answers, which the weight search, 4,000 candidates and more per fold, needs."""
+    y = np.asarray(y).astype(bool)
+    P = int(y.sum())
+    N = len(y) - P
+    if P == 0 or N == 0:
+        return float("nan")
+    return float((rankdata(score)[y].sum() - P * (P + 1) / 2) / (P * N))
 
 
 def best_threshold(halluc: np.ndarray, s: np.ndarray) -> tuple[float, float]:
