@@ -89,11 +89,14 @@ def test_every_readme_command_is_covered():
 def scratch(tmp_path_factory, _wikibio_cached):
     d = tmp_path_factory.mktemp("readme")
     ex = ROOT / "src" / "halluscope" / "data" / "examples.jsonl"
-    shutil.copy(ex, d / "answers.jsonl")
     shutil.copy(ex, d / "labelled.jsonl")
-    (d / "answers").mkdir()  # a folder of shards (the Ray commands)
-    shutil.copy(ex, d / "answers" / "part-0.jsonl")
     rows = [json.loads(x) for x in ex.read_text().splitlines()]
+    # the bundled examples with their first 5 samples: `halluscope score` alone runs them whole, and the response
+    # methods of `ensemble score` compare 20 passage-long samples with each other (a minute per command)
+    small = "".join(json.dumps({**r, "samples": r["samples"][:5]}) + "\n" for r in rows)
+    (d / "answers.jsonl").write_text(small)
+    (d / "answers").mkdir()  # a folder of shards (the Ray commands)
+    (d / "answers" / "part-0.jsonl").write_text(small)
     lines = ["id,response,samples"] + [",".join(json.dumps(v) if not isinstance(v, str) else '"' + v.replace('"', '""') + '"'
                                                  for v in (r["id"], r["response"], json.dumps(r["samples"][:4])))
                                         for r in rows]
