@@ -1,7 +1,7 @@
 # One obvious place for set-up. `make demo` installs what the main job needs (no LLM, no browser) and scores the
 # bundled examples; `make test` adds the local LLM extra and the test tools (and, as root, Debian's chromium for the
-# browser tests), then runs the whole suite. Models come from pip packages or ship inside halluscope: nothing is
-# fetched from a model hub at run time.
+# browser tests and qemu-user for the AVX2 test), then runs the whole suite. Models come from pip packages or ship
+# inside halluscope: nothing is fetched from a model hub at run time.
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -27,6 +27,12 @@ $(BIN)/.installed-test: $(BIN)/.installed-llm
 	  (DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null || \
 	   (apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null)); } || \
 	  echo "warning: Debian's chromium is not installed; install it for the report's browser test"
+	@# one NLI test runs the model again under QEMU's emulation of an AVX2-only CPU (Debian's qemu-user)
+	command -v qemu-x86_64 >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  (DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends qemu-user >/dev/null || \
+	   (apt-get update -q >/dev/null && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends qemu-user >/dev/null)); } || \
+	  echo "warning: Debian's qemu-user is not installed; install it for the NLI test on an emulated AVX2-only CPU"
 	touch $@
 
 .PHONY: install llm demo test
