@@ -20,7 +20,7 @@ $(BIN)/.installed-llm: $(BIN)/.installed
 	$(PIP) -e '.[llm]'
 	touch $@
 
-$(BIN)/.installed-test: $(BIN)/.installed-llm
+$(BIN)/.installed-test: $(BIN)/.installed-llm Makefile
 	$(PIP) -e '.[llm,test,postgres,ray,langchain]'
 	@# the browser tests use Debian's chromium (no download by playwright); root installs it with apt
 	command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \

@@ -13,17 +13,18 @@ fresh Python:
   baseline (``X86_V3`` disabled too) and its AVX2 code is checked by the second run instead.
 
     .venv/bin/python benchmarks/isa_agreement.py                  # the bundled examples, 3 samples each
-    .venv/bin/python benchmarks/isa_agreement.py --samples 0      # with all their samples (slower: about 20x native)
+    .venv/bin/python benchmarks/isa_agreement.py --samples 0      # with all their samples (much slower emulated)
     .venv/bin/python benchmarks/isa_agreement.py --cpu Skylake-Server-v4   # AVX512 without VNNI
 
 Needs ``qemu-x86_64`` (Debian's ``qemu-user``; ``make test`` installs it as root). Each run reports: the kernels
 PyTorch picks and what numpy may use, the NLI model's probabilities in fp32 (the default) and int8 on two clear pairs
 and the pairs of the bundled examples (each sentence against the first sentence of each sample), the old aegis int8
 model's on the clear pairs in one batch (its kernels saturate without VNNI: issue 13 measured P(contradiction) 0.08
-for "He was born in Paris." on a real AVX2-only CPU, against 0.99 with VNNI; in other batches it may not), and the
-default detector's ``probability`` per sentence and per answer, and each method's score. Prints the largest
-difference of each from the native run and writes benchmarks/results/isa_agreement.json. Emulation is slow (the
-detector's models load in minutes), so times here say nothing about a real AVX2 CPU's speed.
+for "He was born in Paris." on a real AVX2-only CPU, against 0.99 with VNNI; in other batches it may not), and every
+method of the default detector per sentence (``probability`` included) and ``probability`` per answer. Prints the
+largest difference of each from the native run and writes benchmarks/results/isa_agreement.json. Emulation is slow
+(the detector's models load in minutes), so times here say nothing about a real AVX2 CPU's speed. The switches need
+numpy >= 2.4 (its X86_V3 / X86_V4 groups); the child refuses to run where numpy ignores them.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 HERE = Path(__file__).resolve().parent
 # pairs a model must read the same everywhere: an entailment and a contradiction (the pair aegis gets wrong on AVX2)
 CLEAR = [("He was born in London in 1820.", "He was born in London."),
@@ -44,15 +47,21 @@ CLEAR = [("He was born in London in 1820.", "He was born in London."),
 
 def child(spec: dict) -> dict:
     """Run inside the child process: everything ``spec`` asks for, on this (real or emulated) CPU."""
+    import os
+
     import torch
     from numpy._core._multiarray_umath import __cpu_features__ as f
 
     from halluscope.models.nli import load_nli
 
     t = time.perf_counter()
-    # the kernels PyTorch picks (from CPUID, or ATEN_CPU_CAPABILITY), and what numpy may use (its switch applied)
-    out: dict = {"torch": torch.backends.cpu.get_cpu_capability(), "numpy_avx2": bool(f["AVX2"]),
-                 "numpy_avx512": bool(f["AVX512F"])}
+    off = os.environ.get("NPY_DISABLE_CPU_FEATURES", "").split()
+    if any(f.get(g, True) for g in off):  # numpy < 2.4 has no X86_V3 / X86_V4 groups and ignores them
+        raise RuntimeError(f"numpy {np.__version__} did not switch off {off}: the AVX2 runs need numpy >= 2.4")
+    # the kernels PyTorch picks (from CPUID, or ATEN_CPU_CAPABILITY), and numpy's AVX2 / AVX512 groups (its switch
+    # applied: False where switched off)
+    out: dict = {"torch": torch.backends.cpu.get_cpu_capability(), "numpy_avx2": bool(f.get("X86_V3")),
+                 "numpy_avx512": bool(f.get("X86_V4"))}
     pairs = [tuple(p) for p in spec["pairs"]]
     for precision in spec.get("precisions", ("fp32", "int8")):
         out[precision] = load_nli(precision=precision).probs(pairs).tolist()
@@ -62,7 +71,6 @@ def child(spec: dict) -> dict:
         from halluscope.pipeline import Detector
 
         res = Detector().score(spec["records"])
-        out["sentences"] = [it.sentence_scores["probability"] for it in res.items]
         out["answers"] = [it.passage_scores["probability"] for it in res.items]
         out["methods"] = [it.sentence_scores for it in res.items]
     out["seconds"] = time.perf_counter() - t
@@ -70,8 +78,8 @@ def child(spec: dict) -> dict:
 
 
 # the AVX2 switches of the libraries that have one (run "switches" above)
-AVX2_SWITCHES = {"NPY_DISABLE_CPU_FEATURES": "X86_V4", "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2",
-                 "MKL_ENABLE_INSTRUCTIONS": "AVX2", "OPENBLAS_CORETYPE": "Haswell"}
+AVX2_SWITCHES = {"NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR", "ATEN_CPU_CAPABILITY": "avx2",
+                 "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "OPENBLAS_CORETYPE": "Haswell"}
 # under QEMU 7.2, numpy at its baseline: its AVX2 argsort is mis-emulated there (module docstring)
 QEMU_NUMPY = {"NPY_DISABLE_CPU_FEATURES": "X86_V3 X86_V4"}
 
@@ -89,7 +97,8 @@ def run(spec: dict, cpu: str | None = None, env: dict | None = None, timeout: fl
         json.dump(spec, fh)
     try:
         cmd = [*([qemu, "-cpu", cpu] if cpu else []), sys.executable, str(Path(__file__).resolve()), "--child", fh.name]
-        env = {**os.environ, **(QEMU_NUMPY if cpu else {}), **(env or {})}
+        base = {k: v for k, v in os.environ.items() if k not in AVX2_SWITCHES}  # "native" means native
+        env = {**base, **(QEMU_NUMPY if cpu else {}), **(env or {})}
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     finally:
         Path(fh.name).unlink()
@@ -114,19 +123,15 @@ def example_spec(samples: int) -> dict:
 
 
 def compare(native: dict, emulated: dict) -> dict:
-    import numpy as np
+    def largest(a, b) -> float:  # equal values (the same +inf or NaN included) differ by 0
+        a, b = np.asarray(a, float), np.asarray(b, float)
+        d = np.where((a == b) | (np.isnan(a) & np.isnan(b)), 0.0, np.abs(a - b))
+        return float(np.nan_to_num(d, nan=np.inf).max()) if d.size else 0.0
 
-    def gap(key):
-        if key not in native:
-            return None
-        a, b = (np.concatenate([np.ravel(x) for x in d[key]]) if key == "sentences" else np.asarray(d[key], float)
-                for d in (native, emulated))
-        return float(np.abs(a - b).max())
-
-    rows = {k: gap(k) for k in ("fp32", "int8", "aegis", "sentences", "answers")}
+    rows = {k: largest(native[k], emulated[k]) if k in native else None for k in ("fp32", "int8", "aegis", "answers")}
     for m in (native.get("methods") or [{}])[0]:  # each of the detector's methods, over every sentence
         a, b = (np.concatenate([np.asarray(r[m], float) for r in d["methods"]]) for d in (native, emulated))
-        rows[f"method {m}"] = float(np.abs(a - b).max())
+        rows[f"method {m}"] = largest(a, b)
     for k in ("fp32", "int8"):
         if k in native:
             rows[f"{k}_labels_same"] = bool((np.argmax(native[k], 1) == np.argmax(emulated[k], 1)).all())

@@ -53,10 +53,11 @@ def ranking_metric(name: str, halluc: np.ndarray, s: np.ndarray) -> float:
 
 
 def auroc(y: np.ndarray, score: np.ndarray) -> float:
-    """Area under the ROC curve of ``score`` for the positive class ``y == 1``, as the Mann-Whitney statistic:
-    (sum of the positives' ranks - P(P+1)/2) / (P N), ties at their average rank (sklearn's ``roc_auc_score``, whose
-    trapezoids give the same area, to rounding). Without sklearn's input checks it is about 30x faster on a fold
-    of answers, which the weight search, 4,000 candidates and more per fold, needs."""
+    """Area under the ROC curve of ``score`` for the positive class ``y == 1`` (y in {0, 1}), as the Mann-Whitney
+    statistic: (sum of the positives' ranks - P(P+1)/2) / (P N), ties at their average rank (sklearn's
+    ``roc_auc_score``, whose trapezoids give the same area, to rounding). Without sklearn's input checks it is about
+    30x faster on a fold of answers, which the weight search, 4,000 candidates and more per fold, needs. It also
+    gives the reported AUROC of every response method and ensemble (``ranking_metric``), unchanged but for rounding."""
     y = np.asarray(y).astype(bool)
     P = int(y.sum())
     N = len(y) - P
