@@ -338,12 +338,13 @@ def test_train_nli_end_to_end_on_a_tiny_slice(tmp_path, data_dir):
     from halluscope.models.nli_train import train_nli
 
     rec = train_nli(data_dir / "nli", tmp_path, epochs=1, scale=0.004, synthetic=20_000, claims=10_000,
-                    details=5_000, eval_limit=40, batch_size=16, log=lambda m: None)
+                    details=5_000, variants=5_000, eval_limit=40, batch_size=16, log=lambda m: None)
     assert (tmp_path / "model" / "model.safetensors").is_file()
     assert 0 <= rec["metrics"]["mnli_dev_matched"]["accuracy_3way"] <= 1
     assert "synthetic" in rec["mixture"] and rec["mixture"]["snli_dev"]["licence"].startswith("CC BY-SA")
     assert rec["mixture"]["claims"]["pairs"] == 40 and rec["args"]["claims"] == 10_000
     assert rec["mixture"]["details"]["labels"] == {"neutral": 10, "entailment": 10}
+    assert rec["mixture"]["variants"]["pairs"] == 20 and rec["mixture"]["variants"]["licence"].startswith("CC BY-SA")
     nli = HFNLI(str(tmp_path / "model"))
     assert nli.probs([CLEAR[0][:2]]).shape == (1, 3)
     # resumable: a second run with the same folder finds the finished checkpoint and only re-exports
@@ -494,3 +495,49 @@ def test_detail_pairs_add_a_detail_as_neutral_and_drop_it_as_entailment(data_dir
         short, long = neutral.premise, neutral.hypothesis
         assert len(short) < len(long) and (long.startswith(short) or long.startswith(short[:-1] + ","))
     assert mixture_summary(pairs)["details"]["licence"].startswith("CC BY-SA 4.0")
+
+
+def test_variant_pairs_rewrite_one_form_and_leave_the_probe_out(data_dir):
+    """``nli_variants``: each rewrite keeps the fact (a first name's short form, a year's decade or century, an
+    abbreviation, a number written another way) and its near miss changes it at the same place; the words of
+    ``benchmarks/nli_variant_probe.py`` are in none of the tables; on the data, every contradiction has its
+    entailment against the same premise."""
+    import random
+    import re
+
+    from halluscope.models import nli_variants as nv
+
+    rng = random.Random(0)
+    v, near, same = nv._nickname("The film was directed by Robert Wise.", [("Robert Wise", "PERSON", 25)], rng)
+    assert v.endswith(("Bob Wise.", "Rob Wise.", "Bobby Wise.")) and same
+    assert near.split()[-2] in nv.NICKNAMES and near.split()[-2] not in ("Robert", "Bob", "Rob", "Bobby")
+    v, near, _ = nv._nickname("Robert Wise directed it.", [("Robert Wise", "PERSON", 0)], rng)  # the subject too
+    assert v.split()[0] in ("Bob", "Rob", "Bobby") and near.split()[0] in nv.NICKNAMES and near.split()[0] != "Robert"
+    for _ in range(5):
+        v, near, same = nv._period("The bridge opened in 1937.", rng)
+        assert v in ("The bridge opened in the 1930s.", "The bridge opened in the 20th century.") and not same
+        assert near != v and re.search(r"in the (\d{4}s|\d+(st|nd|rd|th) century)\.$", near)
+    v, near, _ = nv._abbreviation("He was born in January 1950.", rng)
+    assert v == "He was born in Jan. 1950." and near.endswith(" 1950.") and "Jan" not in near
+    assert nv._number("The stadium holds 45,000 people.", rng)[0] == "The stadium holds 45000 people."
+    assert nv._number("About 30% of them stayed.", rng)[0] in ("About 30 percent of them stayed.",
+                                                                "About 30 per cent of them stayed.")
+    assert nv._number("It cost $20 million.", rng)[0] == "It cost 20 million dollars."
+    assert nv._number("They won seven games.", rng)[0] == "They won 7 games."
+    for day in ("It opened on October 3, 1991.", "They led 10-0.", "At least 13.2 million speak it."):
+        assert nv._number(day, rng) is None
+    tables = {*nv.NICKNAMES, *(n for ns in nv.NICKNAMES.values() for n in ns),
+              *(w for t in nv.ABBREVIATIONS.values() for pair in t for w in pair), *nv._NUMBER_WORDS.values()}
+    assert not tables & set(nv.PROBE_WORDS)
+    import ast
+
+    probe = ast.parse((Path(__file__).parent.parent / "benchmarks" / "nli_variant_probe.py").read_text())
+    E = next(ast.literal_eval(n.value) for n in probe.body if isinstance(n, ast.Assign) and n.targets[0].id == "E")
+    rewritten = {w.strip(".,") for p, h in E for w in set(p.split()) ^ set(h.split())}
+    shown = {*nv.NICKNAMES, *(n for ns in nv.NICKNAMES.values() for n in ns), *nv._NUMBER_WORDS.values(),
+             *(short.strip(".") for t in nv.ABBREVIATIONS.values() for _, short in t)}  # "U.S." is the probe's own
+    assert rewritten & set(nv.PROBE_WORDS) and not rewritten & shown
+    pairs = nv.variant_pairs(data_dir / "nli", 60, random.Random(3))
+    assert len(pairs) == 60 and {p.label for p in pairs} >= {"entailment", "contradiction"}
+    ent = {p.premise for p in pairs if p.label == "entailment"}
+    assert all(p.premise in ent and p.source == "variants" for p in pairs if p.label == "contradiction")

@@ -138,6 +138,9 @@ def train_nli_cmd(
                                        "'Y is a producer' is no contradiction."),
     details: int = typer.Option(0, "--details", help="Added-detail pairs: a sentence against itself plus the next "
                                 "one, or cut before its last clause, as neutral; the reverse as entailment."),
+    variants: int = typer.Option(0, "--variants", help="Surface-variant pairs: the same fact written another way "
+                                 "(Bob / Robert, in 1937 / in the 1930s, Jan. / January, 4,500 / 4500) as entailment, "
+                                 "each with a changed fact at the same place as contradiction."),
     mixture: Optional[Path] = typer.Option(None, "--mixture", help="Train on this pairs file (another run's "
                                            "OUT/mixture.jsonl, or it gzipped, to carry to a GPU machine) instead of "
                                            "building the mixture from --data; --data then only serves the evaluation."),
@@ -152,6 +155,7 @@ def train_nli_cmd(
 ):
     """Train halluscope's own 3-way NLI cross-encoder (entailment / neutral / contradiction) on the documented mixture
     of data/nli plus synthetic sentence-vs-evidence pairs, evaluate it and export it to OUT/model (resumable)."""
+    opts = {k: v for k, v in locals().items() if k not in ("out", "data", "package", "evaluation", "stop_after")}
     from ..evaluation.wikibio import default_data_dir
     from ..models.nli_train import train_nli
 
@@ -162,11 +166,7 @@ def train_nli_cmd(
     if out is None:
         err.print("[red]error:[/] --out is required (the folder the training writes to)")
         raise typer.Exit(2)
-    rec = train_nli(data or Path(default_data_dir()) / "nli", out, base=base, seed=seed, epochs=epochs,
-                    batch_size=batch_size, lr=lr, max_length=max_length, synthetic=synthetic, scale=scale,
-                    eval_limit=eval_limit, stop_after_minutes=stop_after, train_embeddings=train_embeddings,
-                    paired=paired, hard_swaps=hard_swaps, claims=claims, claim_twins=claim_twins,
-                    claim_objects=claim_objects, details=details, mixture=mixture, device=device, part_mb=part_mb,
-                    log=lambda m: err.print(m, highlight=False))
+    rec = train_nli(data or Path(default_data_dir()) / "nli", out, stop_after_minutes=stop_after,
+                    log=lambda m: err.print(m, highlight=False), **opts)  # the other options under their own names
     print(json.dumps(rec.get("metrics", rec), indent=1))
 

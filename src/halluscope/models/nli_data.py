@@ -91,6 +91,7 @@ SOURCES: dict[str, Source] = {
 }
 SYNTHETIC_LICENCE = "CC BY-SA 4.0 (built from SummEdits documents, Apache-2.0, and DROP / ConTRoL passages)"
 CLAIMS_LICENCE = "CC BY-SA 3.0 (built from FEVER claims about Wikipedia entities)"
+VARIANTS_LICENCE = "CC BY-SA 3.0 / 4.0 (built from FEVER claims and the synthetic pairs' passages)"
 
 # Reported on: never trained on.
 HELD_OUT = ("mnli_dev_matched", "anli_*_test", "xnli_en_test", "snli_test", "binary_mnli_*")
@@ -426,12 +427,13 @@ def claim_pairs(root: Path, n: int, rng: random.Random, hard: bool = False, twin
 
 def build_mixture(root: str | Path, synthetic: int = 15_000, seed: int = 0, scale: float = 1.0,
                   paired: bool = False, hard: bool = False, claims: int = 0, twins: bool = False,
-                  objects: bool = False, details: int = 0) -> list[Pair]:
+                  objects: bool = False, details: int = 0, variants: int = 0) -> list[Pair]:
     """The whole training mixture, shuffled with ``seed``; ``scale`` shrinks every source (e.g. 0.01 for a smoke
     test); ``paired``: synthetic contradictions come with their minimal entailment pairs; ``hard``: half of the
     entity swaps take a near entity (:func:`synthetic_pairs`); ``claims``: that many short-claim pairs
     (:func:`claim_pairs`), with generalization twins where ``twins``, swapping no claim's opening entity where
-    ``objects``; ``details``: that many added-detail pairs (:func:`detail_pairs`)."""
+    ``objects``; ``details``: that many added-detail pairs (:func:`detail_pairs`); ``variants``: that many
+    surface-variant pairs (:func:`~halluscope.models.nli_variants.variant_pairs`)."""
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"NLI data folder not found: {root} (give --data PATH to data/nli)")
@@ -446,6 +448,10 @@ def build_mixture(root: str | Path, synthetic: int = 15_000, seed: int = 0, scal
         pairs += claim_pairs(root, max(1, int(claims * scale)), rng, hard=hard, twins=twins, objects=objects)
     if details:
         pairs += detail_pairs(root, max(2, int(details * scale)), rng)
+    if variants:
+        from .nli_variants import variant_pairs
+
+        pairs += variant_pairs(root, max(2, int(variants * scale)), rng)
     rng.shuffle(pairs)
     return pairs
 
@@ -459,5 +465,5 @@ def mixture_summary(pairs: list[Pair]) -> dict[str, dict]:
         d["labels"][p.label] = d["labels"].get(p.label, 0) + 1
     for name, d in out.items():
         d["licence"] = SOURCES[name].licence if name in SOURCES else CLAIMS_LICENCE if name == "claims" \
-            else SYNTHETIC_LICENCE
+            else VARIANTS_LICENCE if name == "variants" else SYNTHETIC_LICENCE
     return out

@@ -109,7 +109,7 @@ def _device(device: str):
 
 
 _RECORDED = ("base", "seed", "epochs", "batch_size", "lr", "max_length", "synthetic", "scale", "train_embeddings",
-             "paired", "hard_swaps", "claims", "claim_twins", "claim_objects", "details")
+             "paired", "hard_swaps", "claims", "claim_twins", "claim_objects", "details", "variants")
 
 
 def train_nli(
@@ -134,6 +134,7 @@ def train_nli(
     claim_twins: bool = False,
     claim_objects: bool = False,
     details: int = 0,
+    variants: int = 0,
     mixture: str | Path | None = None,
     device: str = "auto",
     part_mb: float = 0,
@@ -156,7 +157,7 @@ def train_nli(
     recorded = {k: v for k, v in locals().items() if k in _RECORDED}  # the settings the card's command repeats
     pairs = _load_mixture(out, data, Path(mixture) if mixture else None, synthetic=synthetic, seed=seed, scale=scale,
                           paired=paired, hard=hard_swaps, claims=claims, twins=claim_twins, objects=claim_objects,
-                          details=details)
+                          details=details, variants=variants)
     log(f"mixture: {len(pairs)} pairs ({time.time() - t0:.0f} s)")
     run = _Run(out, base, pairs, batch_size, epochs, lr, max_length, train_embeddings, log, dev)
     log(f"training on {dev}{' in bf16 autocast' if run.use_bf16 else ''}")
@@ -322,7 +323,8 @@ def _command(a: dict, out: str, base: str | None) -> str:
             + (" --hard-swaps" if a.get("hard_swaps") else "") + (f" --claims {a['claims']}" if a.get("claims") else "")
             + (" --claim-twins" if a.get("claim_twins") else "")
             + (" --claim-objects" if a.get("claim_objects") else "")
-            + (f" --details {a['details']}" if a.get("details") else ""))
+            + (f" --details {a['details']}" if a.get("details") else "")
+            + (f" --variants {a['variants']}" if a.get("variants") else ""))
 
 
 def _training_lines(stages: list[dict]) -> list[str]:
