@@ -1,8 +1,10 @@
 """A probe of surface variants: the same fact written another way, which a checker must read as support, beside
 near misses that change the fact, which it must read as contradiction. 30 pairs each, written by hand, none from any
-training or evaluation set; the nicknames, abbreviations and numbers here are left out of the variant pairs that
-``halluscope train-nli --variants`` builds (``nli_data.VARIANT_PROBE_WORDS`` lists them, a test checks it), so the
-probe measures what a model learnt about variants, not which ones it was shown.
+training or evaluation set. The nicknames and short forms here (Dave, Bill, Jim, Tom, Mike, Feb., Sept., U.S., UK,
+Mt., St., No., UN, four, twelve: ``nli_variants.PROBE_WORDS``) are in none of the tables of the variant pairs that
+``halluscope train-nli --variants`` builds (a test checks it), so those items measure what a model learnt about
+variants, not which ones it was shown. The number formats and the decades and centuries are the generator's own
+rules applied to sentences it never saw.
 
 A model that learnt one-fact swaps from minimal pairs can learn too much: that any changed word is a contradiction.
 SAC3's gpt-3.5 answer "The lead singer of Depeche Mode is David Gahan." against nine samples naming "Dave Gahan"
@@ -25,7 +27,7 @@ E = [  # the same fact: entailment
  ("John F. Kennedy was born in Brookline.", "John Kennedy was born in Brookline."),
  ("Martin Luther King Jr. gave the speech in Washington.", "Martin Luther King gave the speech in Washington."),
  ("President Lincoln signed the proclamation.", "Lincoln signed the proclamation."),
- ("The poet Emily Dickinson lived in Amherst.", "Dickinson lived in Amherst."),
+ ("The poet Emily Dickinson was born in Amherst.", "Dickinson was born in Amherst."),
  ("He was born in 1820.", "He was born in the 19th century."),
  ("He was born in 1820.", "He was born in the 1820s."),
  ("The bridge opened on 27 May 1937.", "The bridge opened in May 1937."),
@@ -42,7 +44,7 @@ E = [  # the same fact: entailment
  ("About 30% of the voters stayed home.", "About 30 percent of the voters stayed home."),
  ("The film cost $20 million.", "The film cost 20 million dollars."),
  ("The first English colony was Jamestown, Virginia.", "The first English colony was Jamestown."),
- ("She grew up in Austin, Texas.", "She grew up in Texas."),
+ ("She was born in Austin, Texas.", "She was born in Texas."),
  ("The song reached No. 1 in 1965.", "The song reached number one in 1965."),
  ("The novel was written by J. R. R. Tolkien.", "The novel was written by Tolkien."),
  ("The museum opened in the year 1902.", "The museum opened in 1902."),
@@ -57,7 +59,7 @@ C = [  # a changed fact that looks alike: contradiction
  ("John F. Kennedy was born in Brookline.", "Robert F. Kennedy was born in Brookline."),
  ("Martin Luther King Jr. gave the speech in Washington.", "Martin Luther King Jr. gave the speech in Chicago."),
  ("President Lincoln signed the proclamation.", "President Johnson signed the proclamation."),
- ("The poet Emily Dickinson lived in Amherst.", "The poet Emily Dickinson lived in Boston."),
+ ("The poet Emily Dickinson was born in Amherst.", "The poet Emily Dickinson was born in Boston."),
  ("He was born in 1820.", "He was born in the 18th century."),
  ("He was born in 1820.", "He was born in the 1850s."),
  ("The bridge opened on 27 May 1937.", "The bridge opened in June 1937."),
@@ -74,7 +76,7 @@ C = [  # a changed fact that looks alike: contradiction
  ("About 30% of the voters stayed home.", "About 13 percent of the voters stayed home."),
  ("The film cost $20 million.", "The film cost 200 million dollars."),
  ("The first English colony was Jamestown, Virginia.", "The first English colony was Plymouth."),
- ("She grew up in Austin, Texas.", "She grew up in Ohio."),
+ ("She was born in Austin, Texas.", "She was born in Ohio."),
  ("The song reached No. 1 in 1965.", "The song reached number ten in 1965."),
  ("The novel was written by J. R. R. Tolkien.", "The novel was written by C. S. Lewis."),
  ("The museum opened in the year 1902.", "The museum opened in 1920."),

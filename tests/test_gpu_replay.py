@@ -104,8 +104,6 @@ def test_distill_units_makes_a_model_its_own_teacher(tmp_path):
     sys.path.insert(0, str(REPLAY.parent))
     from distill_units import pair_key
 
-    from halluscope.models.nli import HFNLI
-
     units = [["The bridge opened in 1937.", "The bridge opened in the 1930s."], ["He was born in 1820.", "He died."]]
     (tmp_path / "units.jsonl").write_text("".join(json.dumps(u) + "\n" for u in units), encoding="utf-8")
     mix = [{"premise": f"A cat slept on mat {i}.", "hypothesis": f"A cat slept on mat {i % 3}.", "label": "neutral",
@@ -121,7 +119,14 @@ def test_distill_units_makes_a_model_its_own_teacher(tmp_path):
                    cwd=ROOT, capture_output=True)
     z = np.load(tmp_path / "own.npz")
     assert list(z["key"]) == [pair_key(u) for u in own]
-    np.testing.assert_allclose(z["probs"], HFNLI(MODEL, precision="fp32").probs(own), atol=1e-5)
+    import torch  # the same probabilities computed apart from halluscope's NLI class: PyTorch, not ONNX Runtime
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tok, model = AutoTokenizer.from_pretrained(MODEL), AutoModelForSequenceClassification.from_pretrained(MODEL)
+    with torch.no_grad():
+        logits = model.float().eval()(**tok([p for p, _ in own], [h for _, h in own], padding=True,
+                                            return_tensors="pt")).logits
+    np.testing.assert_allclose(z["probs"], torch.softmax(logits, -1).numpy(), atol=1e-4)
 
 
 def test_the_encoder_carried_to_the_gpu_is_the_packaged_one_in_bf16(tmp_path, monkeypatch):

@@ -524,8 +524,15 @@ def test_variant_pairs_rewrite_one_form_and_leave_the_probe_out(data_dir):
                                                                 "About 30 per cent of them stayed.")
     assert nv._number("It cost $20 million.", rng)[0] == "It cost 20 million dollars."
     assert nv._number("They won seven games.", rng)[0] == "They won 7 games."
-    for day in ("It opened on October 3, 1991.", "They led 10-0.", "At least 13.2 million speak it."):
-        assert nv._number(day, rng) is None
+    for day in ("It opened on October 3, 1991.", "They led 10-0.", "At least 13.2 million speak it.",
+                "He died on 7 July 1565.", "It left at 7:20.", "It is open 24/7.", "It took twenty-four hours."):
+        assert nv._number(day, rng) is None, day
+    assert nv._period("It closed in 2000-05.", rng) is None
+    assert all(nv._period("It closed in 1900.", rng)[0] in ("It closed in the 1900s.", "It closed in the 19th century.")
+               for _ in range(6))
+    assert nv._nickname("Sam Raimi directed it.", [("Sam Raimi", "PERSON", 0)], rng) is None  # Samuel or Samantha
+    assert nv._nickname("Henry III ruled.", [("Henry III", "PERSON", 0)], rng) is None
+    assert nv._abbreviation("He left Great Britain.", rng)[0] == "He left Britain."
     tables = {*nv.NICKNAMES, *(n for ns in nv.NICKNAMES.values() for n in ns),
               *(w for t in nv.ABBREVIATIONS.values() for pair in t for w in pair), *nv._NUMBER_WORDS.values()}
     assert not tables & set(nv.PROBE_WORDS)

@@ -50,15 +50,22 @@ NICKNAMES: dict[str, tuple[str, ...]] = {
     "Elizabeth": ("Liz", "Beth", "Betty"), "Katherine": ("Kate", "Kathy"), "Catherine": ("Cathy", "Kate"),
     "Margaret": ("Maggie", "Peggy"), "Jennifer": ("Jenny", "Jen"), "Susan": ("Sue",), "Patricia": ("Patty",),
     "Deborah": ("Debbie",), "Rebecca": ("Becky",), "Victoria": ("Vicky",), "Jacqueline": ("Jackie",),
-    "Samantha": ("Sam",), "Abigail": ("Abby",), "Kimberly": ("Kim",), "Pamela": ("Pam",), "Barbara": ("Barb",),
+    "Samantha": ("Sam",), "Abigail": ("Abby",), "Pamela": ("Pam",), "Barbara": ("Barb",),
 }
+# A short form of several formal names (Sam: Samuel or Samantha; Harry: Henry or Harold) is never expanded, and a near
+# miss is never a name that shares a short form with the original.
+_FORMAL: dict[str, set[str]] = {}
+for _f, _ns in NICKNAMES.items():
+    for _n in _ns:
+        _FORMAL.setdefault(_n, set()).add(_f)
+_REGNAL = re.compile(r"\b(?:[IVX]+|of)\b")  # "Henry III", "Charles of Austria": a king's name has no short form
 
 # Kinds of words with their abbreviations or other names (long, short). Left out: February/Feb., September/Sept.,
 # United States/U.S., United Kingdom/UK, Mount/Mt., Saint/St., number/No., United Nations/UN.
 ABBREVIATIONS: dict[str, tuple[tuple[str, str], ...]] = {
     "month": (("January", "Jan."), ("March", "Mar."), ("April", "Apr."), ("August", "Aug."), ("October", "Oct."),
               ("November", "Nov."), ("December", "Dec.")),
-    "title": (("General", "Gen."), ("Governor", "Gov."), ("Senator", "Sen."), ("Professor", "Prof."),
+    "title": (("Governor", "Gov."), ("Senator", "Sen."), ("Professor", "Prof."),
               ("Doctor", "Dr."), ("Captain", "Capt."), ("Lieutenant", "Lt."), ("Reverend", "Rev."),
               ("Colonel", "Col."), ("Sergeant", "Sgt.")),
     "place": (("United States", "USA"), ("United States", "US"), ("Soviet Union", "USSR"),
@@ -79,19 +86,23 @@ def _sub(s: str, start: int, old: str, new: str) -> str:
 
 def _nickname(s: str, e: list, rng: random.Random) -> tuple[str, str, bool] | None:
     """(variant, near miss, keeps every detail) by a first name's other form; None where no person has one."""
-    short = {n: f for f, ns in NICKNAMES.items() for n in ns}
     for text, lab, start in e:
         first = text.split()[0]
-        if lab != "PERSON" or len(text.split()) < 2 or (first not in NICKNAMES and first not in short):
+        if lab != "PERSON" or len(text.split()) < 2 or _REGNAL.search(text):
             continue
-        other = rng.choice(NICKNAMES[first]) if first in NICKNAMES else short[first]
-        alias = {first, other, *NICKNAMES.get(short.get(first, first), ())}
-        stranger = rng.choice([f for f in NICKNAMES if f not in alias and short.get(first) != f])
+        if first in NICKNAMES:
+            other = rng.choice(NICKNAMES[first])
+        elif len(_FORMAL.get(first, ())) == 1:
+            other = next(iter(_FORMAL[first]))
+        else:
+            continue
+        group = {f for n in (first, other) for f in _FORMAL.get(n, {n})}  # every formal name either could be
+        stranger = rng.choice([f for f in NICKNAMES if f not in group and not set(NICKNAMES[f]) & {first, other}])
         return _sub(s, start, first, other), _sub(s, start, first, stranger), True
     return None
 
 
-_IN_YEAR = re.compile(r"\bin (1[0-9]{3}|20[0-2][0-9])\b(?![,.]?\d)")
+_IN_YEAR = re.compile(r"\bin (1[0-9]{3}|20[0-2][0-9])\b(?![,.]?\d)(?!\s*[-–/]\s*\d)")  # not a range
 
 
 def _ordinal(n: int) -> str:
@@ -107,8 +118,8 @@ def _period(s: str, rng: random.Random) -> tuple[str, str, bool] | None:
     if rng.random() < 0.5:
         right, wrong = f"in the {y // 10 * 10}s", f"in the {(y // 10 + rng.choice([-3, -2, -1, 1, 2, 3])) * 10}s"
     else:
-        right, wrong = f"in the {_ordinal(y // 100 + 1)} century", \
-            f"in the {_ordinal(y // 100 + 1 + rng.choice([-2, -1, 1]))} century"
+        c = (y - 1) // 100 + 1  # 1900 is the last year of the 19th century
+        right, wrong = f"in the {_ordinal(c)} century", f"in the {_ordinal(c + rng.choice([-2, -1, 1]))} century"
     return _sub(s, m.start(), m.group(0), right), _sub(s, m.start(), m.group(0), wrong), False
 
 
@@ -118,9 +129,12 @@ def _abbreviation(s: str, rng: random.Random) -> tuple[str, str, bool] | None:
     for kind, table in ABBREVIATIONS.items():
         for k, (long, short) in enumerate(table):
             for form, alt in ((long, short), (short, long)):
-                m = re.search(rf"(?<![\w.]){re.escape(form)}(?![\w])", s)
+                m = re.search(rf"(?<![\w.]){re.escape(form)}(?![\w$])", s)
                 if m:
                     found.append((kind, k, m.start(), form, alt))
+    # a form inside a longer one ("Britain" in "Great Britain") is not a word of its own
+    found = [f for f in found if not any(g[2] <= f[2] and f[2] + len(f[3]) <= g[2] + len(g[3]) and g != f
+                                         for g in found)]
     if not found:
         return None
     kind, k, start, form, alt = rng.choice(found)
@@ -134,11 +148,12 @@ def _abbreviation(s: str, rng: random.Random) -> tuple[str, str, bool] | None:
 
 _GROUPED = re.compile(r"(?<![\d.,])(\d{1,3}(?:,\d{3})+)(?![\d,]*\.?\d)")
 _MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
-# a count alone: not a day of a month, a score ("10-0"), a decimal, a range or a part of a larger number
+# a count alone: not a day of a month (before or after it), a score ("10-0"), a time or ratio ("7:20", "24/7"), a
+# decimal, a range, a compound ("twenty-four", "seven-year-old") or a part of a larger number
 _WORDS = "|".join(_NUMBER_WORDS.values())
-_SMALL = re.compile(rf"(?<!{_MONTHS.replace('|', ' )(?<!')} )(?<![\d.,$–-])\b("
-                    + "|".join(map(str, _NUMBER_WORDS)) + "|" + _WORDS
-                    + r")\b(?![.,]?\d)(?!\s*[-–]\s*\d)(?!\s*[-–]\s*(?:" + _WORDS + r")\b)")
+_SMALL = re.compile(rf"(?<!{_MONTHS.replace('|', ' )(?<!')} )(?<![\d.,$–:/-])\b("
+                    + "|".join(map(str, _NUMBER_WORDS)) + "|" + _WORDS + rf")\b(?![.,:/]?\d)(?![-–]\w)"
+                    + rf"(?!\s*[-–]\s*\d)(?!\s*[-–]\s*(?:{_WORDS})\b)(?! (?:{_MONTHS})\b)")
 _PERCENT = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?)(%| percent\b| per cent\b)")
 _DOLLARS = re.compile(r"\$(\d+(?:\.\d+)?) (million|billion)\b")
 
@@ -168,8 +183,6 @@ def _number(s: str, rng: random.Random) -> tuple[str, str, bool] | None:
         as_word = not tok.isdigit()
         alt = str(n) if as_word else _NUMBER_WORDS[n]
         wrong = str(other) if as_word else _NUMBER_WORDS[other]
-        if tok[0].isupper():
-            alt, wrong = alt.capitalize(), wrong.capitalize()
         return _sub(s, m.start(), tok, alt), _sub(s, m.start(), tok, wrong), True
     return None
 
