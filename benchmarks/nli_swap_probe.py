@@ -48,12 +48,20 @@ E = [("Canberra is the capital of Australia.", "The capital of Australia is Canb
  ("He was born in Paris in 1950 and studied law.", "He was born in 1950."),
  ("She won two Olympic gold medals in swimming.", "She is an Olympic champion."),
 ]
-args = [a for a in sys.argv[1:] if a != "-v"]
-m = load_nli(args[0] if args else "halluscope")
-for name, pairs, lab in (("swap->contradiction", C, 2), ("paraphrase->entailment", E, 0)):
-    P = m.probs(pairs)
-    ok = P.argmax(1) == lab
-    print(f"{name}: {ok.sum()}/{len(pairs)}  mean p[label] {P[:, lab].mean():.3f}")
-    if "-v" in sys.argv:
-        for (p, h), pr, o in zip(pairs, P, ok):
-            print("  ", "ok " if o else "BAD", pr.round(2), p, "->", h)
+def report(groups, argv) -> None:
+    """Score each (name, pairs, label) group with the model named in ``argv`` (default: the packaged one): how many
+    pairs get ``label`` as their top class, the mean probability of it and of contradiction; every pair with -v."""
+    args = [a for a in argv if a != "-v"]
+    m = load_nli(args[0] if args else "halluscope")
+    for name, pairs, lab in groups:
+        P = m.probs(pairs)
+        ok = P.argmax(1) == lab
+        print(f"{name}: {ok.sum()}/{len(pairs)}  mean p[label] {P[:, lab].mean():.3f}  "
+              f"mean p[contradiction] {P[:, 2].mean():.3f}")
+        if "-v" in argv:
+            for (p, h), pr, o in zip(pairs, P, ok):
+                print("  ", "ok " if o else "BAD", pr.round(2), p, "->", h)
+
+
+if __name__ == "__main__":
+    report((("swap->contradiction", C, 2), ("paraphrase->entailment", E, 0)), sys.argv[1:])

@@ -15,8 +15,10 @@ wrong (EVALUATION.md, issue 13, "Surface variants").
     .venv/bin/python benchmarks/nli_variant_probe.py runs/nli10/model -v # another model, every pair shown
 """
 import sys
+from pathlib import Path
 
-from halluscope.models.nli import load_nli
+sys.path.insert(0, str(Path(__file__).parent))  # also when run through nli_replay.py
+from nli_swap_probe import report  # noqa: E402  the same scoring and printing
 
 E = [  # the same fact: entailment
  ("The lead singer of Depeche Mode is Dave Gahan.", "The lead singer of Depeche Mode is David Gahan."),
@@ -82,13 +84,5 @@ C = [  # a changed fact that looks alike: contradiction
  ("The museum opened in the year 1902.", "The museum opened in 1920."),
  ("The UN was founded in 1945.", "The European Union was founded in 1945."),
 ]
-args = [a for a in sys.argv[1:] if a != "-v"]
-m = load_nli(args[0] if args else "halluscope")
-for name, pairs, lab in (("variant->entailment", E, 0), ("near miss->contradiction", C, 2)):
-    P = m.probs(pairs)
-    ok = P.argmax(1) == lab
-    print(f"{name}: {ok.sum()}/{len(pairs)}  mean p[label] {P[:, lab].mean():.3f}  "
-          f"mean p[contradiction] {P[:, 2].mean():.3f}")
-    if "-v" in sys.argv:
-        for (p, h), pr, o in zip(pairs, P, ok):
-            print("  ", "ok " if o else "BAD", pr.round(2), p, "->", h)
+if __name__ == "__main__":
+    report((("variant->entailment", E, 0), ("near miss->contradiction", C, 2)), sys.argv[1:])
