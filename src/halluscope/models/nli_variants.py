@@ -12,15 +12,16 @@ issue 13, "Surface variants"). These pairs teach the difference, each rewrite be
   Clinton" as entailment;
 - a year and its decade or century ("in 1937" -> "in the 1930s", "in the 20th century"), against a wrong decade or
   century; the reverse direction, less detailed premise, is neutral;
-- a word and its abbreviation (months, titles, countries and cities: "January" / "Jan.", "General" / "Gen.",
+- a word and its abbreviation (months, titles, countries and cities: "January" / "Jan.", "Governor" / "Gov.",
   "United States" / "USA"), against another word of its kind;
 - a number written another way ("4,500" / "4500", "seven" / "7", "30%" / "30 percent", "$20 million" / "20 million
   dollars"), against another number.
 
 Sentences come from FEVER's claims (CC BY-SA 3.0) and the prose passages of the synthetic pairs (never WikiBio);
 each gives at most one minimal pair, premise first in its original form or (half the time, where the rewrite keeps
-every detail) in the rewritten one. The words of ``benchmarks/nli_variant_probe.py`` are left out of every table
-here (:data:`PROBE_WORDS`; a test checks it), so the probe measures what a model learnt about variants.
+every detail) in the rewritten one. The nicknames and short forms of ``benchmarks/nli_variant_probe.py`` are left out
+of every table here (:data:`PROBE_WORDS`; a test checks it), so the probe measures what a model learnt about
+variants, not which ones it was shown; its number formats, decades and centuries are these rules on new sentences.
 """
 
 from __future__ import annotations
