@@ -32,6 +32,9 @@ that short (halluscope-nli v2: 5 of 20 in ``benchmarks/nli_swap_probe.py``; v3, 
 12). With ``twins``, each minimal pair also gets the claim with one detail dropped (a full date cut to its year, a
 full name to the surname) as entailment against the same premise: a model trained hard on minimal pairs alone learns
 that any edit is a contradiction (EVALUATION.md, issue 13, "Short-claim pairs").
+
+Surface variants (``variants``, :mod:`~halluscope.models.nli_variants`): the same fact written another way as
+entailment, each beside a changed fact at the same place as contradiction.
 """
 
 from __future__ import annotations
