@@ -7,7 +7,7 @@ variants, not which ones it was shown. The number formats and the decades and ce
 rules applied to sentences it never saw.
 
 A model that learnt one-fact swaps from minimal pairs can learn too much: that any changed word is a contradiction.
-SAC3's gpt-3.5 answer "The lead singer of Depeche Mode is David Gahan." against nine samples naming "Dave Gahan"
+SAC3's gpt-3.5 answer "The lead singer of Depeche Mode is David Gahan." against ten samples naming "Dave Gahan"
 is graded correct; halluscope-nli v5 reads each of them as a contradiction (P 0.87), and so calls a right answer
 wrong (EVALUATION.md, issue 13, "Surface variants").
 
