@@ -37,8 +37,8 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer  # no
 
 from halluscope.models.encoder import bf16_supported  # noqa: E402
 from halluscope.models.nli_data import _rows  # noqa: E402
-from halluscope.models.nli_train import (_batches, _label_id, _loss, _read_pairs, linear_schedule,  # noqa: E402
-                                         optimizer_step)
+from halluscope.models.nli_train import (_batches, _label_id, _loss, _read_pairs, _write_pairs,  # noqa: E402
+                                         linear_schedule, optimizer_step)
 
 LR, BS, MAXLEN, SEED = 3e-5, 32, 128, 0
 
@@ -82,12 +82,9 @@ def own_probs(model_path, units_path, out_path) -> None:
 
 
 def variants(data, n, out_path) -> None:
-    from dataclasses import asdict
-
     from halluscope.models.nli_variants import variant_pairs
 
-    pairs = variant_pairs(Path(data), int(n), random.Random(SEED))
-    Path(out_path).write_text("".join(json.dumps(asdict(p)) + "\n" for p in pairs), encoding="utf-8")
+    _write_pairs(Path(out_path), variant_pairs(Path(data), int(n), random.Random(SEED)))
 
 
 def load(units_path, teacher_path, mix_path, tiny, extra=None):

@@ -35,6 +35,13 @@ def _read_pairs(path: Path) -> list[Pair]:
     return [Pair(**r) for r in _rows(path)]
 
 
+def _write_pairs(path: Path, pairs: list[Pair]) -> None:
+    """Pairs as a mixture file (JSON Lines; :func:`_read_pairs` reads it back), written whole or not at all."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(asdict(p)) + "\n" for p in pairs), encoding="utf-8")
+    tmp.replace(path)
+
+
 def _load_mixture(out: Path, data: Path, mixture: Path | None, **build) -> list[Pair]:
     """``OUT/mixture.jsonl`` where it exists (a resumed run), else the given ``mixture`` file (another run's, e.g. on
     a GPU machine without the data folder), else built from ``data`` (``build``: the arguments of
@@ -43,9 +50,7 @@ def _load_mixture(out: Path, data: Path, mixture: Path | None, **build) -> list[
     if path.is_file():
         return _read_pairs(path)
     pairs = _read_pairs(mixture) if mixture else build_mixture(data, **build)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(json.dumps(asdict(p)) + "\n" for p in pairs), encoding="utf-8")
-    tmp.replace(path)
+    _write_pairs(path, pairs)
     return pairs
 
 

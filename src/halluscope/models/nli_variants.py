@@ -214,7 +214,7 @@ def variant_pairs(root: Path, n: int, rng: random.Random) -> list[Pair]:
         variant, near, same = r
         premise, hyp = (variant, s) if same and rng.random() < 0.5 else (s, variant)
         out.append(Pair(premise, hyp, "entailment", SOURCE))
-        if near and near != hyp:
+        if near != hyp:
             out.append(Pair(premise, near, "contradiction", SOURCE))  # the same span changed: wrong either way
         if not same and rng.random() < 0.3:
             out.append(Pair(variant, s, "neutral", SOURCE))
