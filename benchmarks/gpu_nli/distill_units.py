@@ -19,11 +19,12 @@ one-to-one sample of MIX (e.g. ``detail_pairs``, the added-detail pairs v4's mix
 A model is its own teacher with ``--self`` ("learning without forgetting", Li and Hoiem 2016): its probabilities for
 the pairs, keyed, so that a continuation on new labelled pairs (``--extra``) keeps what it gives everywhere else.
 ``--units`` writes such a units file: the recorded WikiBio units and a seeded sample of a mixture's pairs.
-``--variants`` writes the surface-variant pairs of ``halluscope.models.nli_variants`` (labelled, for ``--extra``).
+``--variants`` writes the surface-variant pairs of ``halluscope.models.nli_variants`` (labelled, for ``--extra``),
+and with SYNTH and CLAIMS that many hard swap pairs beside them (synthetic minimal pairs and short claims).
 
   python benchmarks/gpu_nli/distill_units.py --units UNITS.jsonl MIX.jsonl.xz N OUT.jsonl
   python benchmarks/gpu_nli/distill_units.py --self MODEL UNITS.jsonl OUT.npz
-  python benchmarks/gpu_nli/distill_units.py --variants DATA/nli N OUT.jsonl"""
+  python benchmarks/gpu_nli/distill_units.py --variants DATA/nli N OUT.jsonl [SYNTH CLAIMS]"""
 import json
 import random
 import sys
@@ -81,10 +82,20 @@ def own_probs(model_path, units_path, out_path) -> None:
                         probs=np.asarray(probs, np.float32))
 
 
-def variants(data, n, out_path) -> None:
+def variants(data, n, out_path, synthetic=0, claims=0) -> None:
+    """N variant pairs, then (where given) that many hard synthetic minimal pairs and short-claim pairs (the swaps
+    of v5's mixture, as it made them: subjects swapped too, so that a continuation learns the variants beside the
+    swaps, not instead of them)."""
+    from halluscope.models.nli_data import claim_pairs, synthetic_pairs
     from halluscope.models.nli_variants import variant_pairs
 
-    _write_pairs(Path(out_path), variant_pairs(Path(data), int(n), random.Random(SEED)))
+    root = Path(data)
+    pairs = variant_pairs(root, int(n), random.Random(SEED))
+    if int(synthetic):
+        pairs += synthetic_pairs(root, int(synthetic), random.Random(SEED + 1), paired=True, hard=True)
+    if int(claims):
+        pairs += claim_pairs(root, int(claims), random.Random(SEED + 2), hard=True, twins=True)
+    _write_pairs(Path(out_path), pairs)
 
 
 def load(units_path, teacher_path, mix_path, tiny, extra=None):
