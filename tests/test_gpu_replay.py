@@ -144,6 +144,9 @@ def test_distill_units_writes_variants_beside_the_swaps(tmp_path, data_dir):
         swaps = [r for r in rows if r["source"] == src and r["label"] == "contradiction"]
         held = {(r["premise"], r["hypothesis"]) for r in rows if r["source"] == src and r["label"] == "entailment"}
         assert swaps and all(any(p == r["premise"] and h != r["hypothesis"] for p, h in held) for r in swaps), src
+    claims = [(r["hypothesis"].split(), [h.split() for p, h in held if p == r["premise"]]) for r in rows
+              if r["source"] == "claims" and r["label"] == "contradiction"]  # held: the claims' entailments
+    assert any(h[0] != e[0] and h[-2:] == e[-2:] for h, es in claims for e in es)  # subjects swapped too, as in v5
 
 
 def test_the_encoder_carried_to_the_gpu_is_the_packaged_one_in_bf16(tmp_path, monkeypatch):
