@@ -83,9 +83,9 @@ def own_probs(model_path, units_path, out_path) -> None:
 
 
 def variants(data, n, out_path, synthetic=0, claims=0) -> None:
-    """N variant pairs, then (where given) that many hard synthetic minimal pairs and short-claim pairs (the swaps
-    of v5's mixture, as it made them: subjects swapped too, so that a continuation learns the variants beside the
-    swaps, not instead of them)."""
+    """N variant pairs, then (where given) that many hard synthetic pairs (mostly minimal pairs) and short-claim
+    pairs (the swaps of v5's mixture, as it made them: subjects swapped too, so that a continuation learns the
+    variants beside the swaps, not instead of them)."""
     from halluscope.models.nli_data import claim_pairs, synthetic_pairs
     from halluscope.models.nli_variants import variant_pairs
 
