@@ -95,6 +95,8 @@ SOURCES: dict[str, Source] = {
 SYNTHETIC_LICENCE = "CC BY-SA 4.0 (built from SummEdits documents, Apache-2.0, and DROP / ConTRoL passages)"
 CLAIMS_LICENCE = "CC BY-SA 3.0 (built from FEVER claims about Wikipedia entities)"
 VARIANTS_LICENCE = "CC BY-SA 3.0 / 4.0 (built from FEVER claims and the synthetic pairs' passages)"
+# The licence of each built source by name; the others (synthetic, details) are built from the synthetic passages.
+BUILT_LICENCES = {"claims": CLAIMS_LICENCE, "variants": VARIANTS_LICENCE}
 
 # Reported on: never trained on.
 HELD_OUT = ("mnli_dev_matched", "anli_*_test", "xnli_en_test", "snli_test", "binary_mnli_*")
@@ -467,6 +469,5 @@ def mixture_summary(pairs: list[Pair]) -> dict[str, dict]:
         d["pairs"] += 1
         d["labels"][p.label] = d["labels"].get(p.label, 0) + 1
     for name, d in out.items():
-        d["licence"] = SOURCES[name].licence if name in SOURCES else CLAIMS_LICENCE if name == "claims" \
-            else VARIANTS_LICENCE if name == "variants" else SYNTHETIC_LICENCE
+        d["licence"] = SOURCES[name].licence if name in SOURCES else BUILT_LICENCES.get(name, SYNTHETIC_LICENCE)
     return out

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from .nli_data import Pair, _claims, _entities, _passages
 
-SOURCE = "variants"  # its licence: nli_data.VARIANTS_LICENCE
+SOURCE = "variants"  # its licence: nli_data.BUILT_LICENCES["variants"]
 
 # Formal first name -> its usual short forms. Left out (the probe's): David/Dave, William/Bill/Will/Billy,
 # James/Jim/Jimmy, Thomas/Tom, Michael/Mike.
