@@ -389,12 +389,13 @@ def _units_lines(d: dict, stage: int, before: str) -> list[str]:
 
 
 def _transfer_lines(d: dict, stage: int, before: str) -> list[str]:
+    units = d.get("units_stage", stage - 1)  # the stage whose recording and teacher gave the WikiBio units
     return [f"## Distillation with a transfer set (stage {stage}, after {before})",
             _teacher_line(d["teacher"]),
             f"- Transfer set: {d['transfer']}; every pair under the teacher's probabilities (KL divergence), the "
             f"mixture's {d['mixture_pairs']} labelled pairs under half KL, half label loss.",
-            f"- Units: the {d['units']} distinct WikiBio inputs of stage {stage - 1}'s recording that have a row in "
-            f"stage {stage - 1}'s teacher's stored probabilities (`benchmarks/gpu_nli/teacher_wikibio_dev.npz`), "
+            f"- Units: the {d['units']} distinct WikiBio inputs of stage {units}'s recording that have a row in "
+            f"stage {units}'s teacher's stored probabilities (`benchmarks/gpu_nli/teacher_wikibio_dev.npz`), "
             f"{d['unit_repeats']} times each, under those probabilities.",
             f"- Student: the model of {before}, {d['steps']} steps of batch {d['batch_size']} ({d['of']} planned over "
             f"{d['epochs']:g} epochs; {d['stopped']}), lr {d['lr']:g} with linear warm-up and decay over the planned "
