@@ -103,9 +103,8 @@ CLEAR = [  # (answer every sample contradicts, supported answer, the samples)
                    "the swaps (nli_support 0.91-1.00 for every wrong answer; v4 gave the Sydney one 0.008), yet the "
                    "wrong answers get 0.74 / 0.77 / 0.76, not >= 0.8, and the right ones 0.18 / 0.29 / 0.28, not all "
                    "<= 0.2 (v5: 0.75 / 0.76 / 0.75 and 0.18 / 0.28 / 0.28; v4: 0.57 / 0.78 / 0.77 and 0.18 / 0.32 / "
-                   "0.28): the answer calibration, fitted on SAC3's "
-                   "graded answers, where that combination score is far from certain, caps them (issue 14, "
-                   "EVALUATION.md)")
+                   "0.28): the answer calibration, fitted on SAC3's graded answers, where that combination score is "
+                   "far from certain, caps them (issue 14, EVALUATION.md)")
 @pytest.mark.parametrize("wrong,right,samples", CLEAR, ids=["capital", "date", "number"])
 def test_clear_short_answers_get_clear_default_probabilities(detector_models, wrong, right, samples):
     samples = samples * 2  # 10 samples

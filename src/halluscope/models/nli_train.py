@@ -364,10 +364,14 @@ def _distill_lines(record: dict, runs: int) -> list[str]:
     """The card's lines for the distillation stages after the ``train-nli`` runs, oldest first: on a detector's own
     inputs (``benchmarks/gpu_nli/distill_units.py``) or with a transfer set (``kd.py``, ``"kind": "transfer"``)."""
     stages = [d for d in record.get("distilled_before", []) if d] + [record["distilled"]]
-    lines = []
+    lines, units = [], None  # units: the stage that recorded the WikiBio units and stored its teacher's probabilities
     for k, d in enumerate(stages):
-        write = _transfer_lines if d.get("kind") == "transfer" else _units_lines
-        lines += write(d, runs + 1 + k, f"run {runs}" if k == 0 else f"stage {runs + k}")
+        before = f"run {runs}" if k == 0 else f"stage {runs + k}"
+        if d.get("kind") == "transfer":
+            lines += _transfer_lines(d, runs + 1 + k, before, units)
+        else:
+            units = runs + 1 + k
+            lines += _units_lines(d, units, before)
     return lines
 
 
@@ -388,8 +392,7 @@ def _units_lines(d: dict, stage: int, before: str) -> list[str]:
             f"- Reproduce on a CPU from the teacher's stored probabilities: `{d['command']}` (MIX: {d['mix']}).", ""]
 
 
-def _transfer_lines(d: dict, stage: int, before: str) -> list[str]:
-    units = d.get("units_stage", stage - 1)  # the stage whose recording and teacher gave the WikiBio units
+def _transfer_lines(d: dict, stage: int, before: str, units: int) -> list[str]:
     return [f"## Distillation with a transfer set (stage {stage}, after {before})",
             _teacher_line(d["teacher"]),
             f"- Transfer set: {d['transfer']}; every pair under the teacher's probabilities (KL divergence), the "
