@@ -2,6 +2,7 @@
 
 import ast
 import json
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -104,16 +105,30 @@ CLEAR = [  # (answer every sample contradicts, supported answer, the samples)
                    "wrong answers get 0.74 / 0.77 / 0.76, not >= 0.8, and the right ones 0.18 / 0.29 / 0.28, not all "
                    "<= 0.2 (v5: 0.75 / 0.76 / 0.75 and 0.18 / 0.28 / 0.28; v4: 0.57 / 0.78 / 0.77 and 0.18 / 0.32 / "
                    "0.28): the answer calibration, fitted on SAC3's graded answers, where that combination score is "
-                   "far from certain, caps them (issue 14, EVALUATION.md)")
+                   "far from certain, caps them; graded answers put an answer that agreeing samples contradict at "
+                   "70-74% wrong, not 80% (benchmarks/consensus_check.py; issue 14, EVALUATION.md)")
 @pytest.mark.parametrize("wrong,right,samples", CLEAR, ids=["capital", "date", "number"])
 def test_clear_short_answers_get_clear_default_probabilities(detector_models, wrong, right, samples):
-    samples = samples * 2  # 10 samples
-    res = Detector().score([{"id": "wrong", "response": wrong, "samples": samples},
-                            {"id": "right", "response": right, "samples": samples}])
-    p = {it.id: it.passage_scores["probability"] for it in res.items}
+    p, _ = _clear_answers(wrong, right, tuple(samples))
     assert p["wrong"] >= 0.8 and p["right"] <= 0.2, p
-    flags = {it.id: it.flags["response"] for it in res.items}
-    assert flags == {"wrong": True, "right": False}
+
+
+@pytest.mark.parametrize("wrong,right,samples", CLEAR, ids=["capital", "date", "number"])
+def test_clear_short_answers_are_flagged_and_far_apart(detector_models, wrong, right, samples):
+    """What holds of the clear short answers while the probabilities above do not: the answer every sample
+    contradicts is flagged, the one every sample supports is not, and 0.4 or more lies between them (measured with
+    v6: 0.56 / 0.48 / 0.48)."""
+    p, flags = _clear_answers(wrong, right, tuple(samples))
+    assert flags == {"wrong": True, "right": False}, p
+    assert p["wrong"] - p["right"] >= 0.4, p
+
+
+@lru_cache(maxsize=None)
+def _clear_answers(wrong: str, right: str, samples: tuple[str, ...]):
+    res = Detector().score([{"id": "wrong", "response": wrong, "samples": list(samples) * 2},  # 10 samples
+                            {"id": "right", "response": right, "samples": list(samples) * 2}])
+    return ({it.id: it.passage_scores["probability"] for it in res.items},
+            {it.id: it.flags["response"] for it in res.items})
 
 
 def _functions(tree):
