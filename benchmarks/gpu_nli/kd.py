@@ -25,6 +25,7 @@ the transfer set under the KL divergence to the teacher; the mixture under half 
 units (``distill_units.py``) ``units`` times under the KL divergence to ``teacher_wikibio_dev.npz`` (the teacher v4
 was distilled from). Then each is evaluated on the NLI test sets carried in ``eval.tar.xz`` and sends back its
 changed weights in parts (``device_run.send_weights``)."""
+import hashlib
 import json
 import lzma
 import os
@@ -204,11 +205,50 @@ def teach(out: Path, carry: Path, kw: dict, tiny: bool) -> None:
     with lzma.open(WORK / "transfer.jsonl.xz", "wt", encoding="utf-8", preset=1) as f:
         f.writelines(json.dumps(p) + "\n" for p in pairs)
     log(f"scored {len(pairs)} pairs, {time.time() - t0:.0f} s")
+    _send_teacher(out, pairs, probs, per, tiny)
     rng = random.Random(1)  # a sample to read here
     keep = sorted(rng.sample(range(len(mix), len(pairs)), min(3000, len(aug))))
     (out / "sample.jsonl").write_text("".join(json.dumps([*pairs[i], probs[i].round(3).tolist()]) + "\n"
                                               for i in keep), encoding="utf-8")
     (out / "teacher_training.json").write_bytes((WORK / "T" / "model" / "training.json").read_bytes())
+
+
+def _digest(pairs: list[tuple[str, str]]) -> str:
+    h = hashlib.sha256()
+    for p, q in pairs:
+        h.update(f"{p}\t{q}\n".encode())
+    return h.hexdigest()
+
+
+def _send_teacher(out: Path, pairs: list[tuple[str, str]], probs: np.ndarray, per: int, tiny: bool) -> None:
+    """What a student call in a later session needs of this one, whose machine and KD_WORK are gone by then: the
+    teacher's probabilities (fp16, xz: about 3 MB for 500k pairs) and what rebuilds and checks the same pairs from
+    the carried mixture (``teach.json``)."""
+    with lzma.open(out / "probs.npy.xz", "wb") as f:
+        np.save(f, probs.astype(np.float16))
+    (out / "teach.json").write_text(json.dumps({"per": per, "pairs": len(pairs), "sha256": _digest(pairs),
+                                                "tiny": tiny}))
+
+
+def _restore_teacher(carry: Path) -> None:
+    """A student call in another session than the teacher's (KD_WORK empty, CARRY holding ``probs.npy.xz`` and
+    ``teach.json`` from the teach call beside ``mix.jsonl.xz`` and ``nbr.json.xz``): the mixture and the transfer set
+    are built again (``augment`` is seeded) and must match the teacher's pairs, in number and digest."""
+    if (WORK / "probs.npy").is_file() or not (carry / "probs.npy.xz").is_file():
+        return
+    meta = json.loads((carry / "teach.json").read_text())
+    mix = _read_jsonl(carry / "mix.jsonl.xz")[: 300 if meta["tiny"] else None]
+    pairs = [(p["premise"], p["hypothesis"]) for p in mix] + augment(mix, _nbr(carry / "nbr.json.xz"), meta["per"])
+    if len(pairs) != meta["pairs"] or _digest(pairs) != meta["sha256"]:
+        raise SystemExit(f"the pairs built from {carry} ({len(pairs)}) are not the teacher's ({meta['pairs']}): "
+                         "carry the mix.jsonl.xz and nbr.json.xz the teach call had")
+    WORK.mkdir(parents=True, exist_ok=True)
+    (WORK / "mix.jsonl").write_text("".join(json.dumps(p) + "\n" for p in mix), encoding="utf-8")
+    with lzma.open(WORK / "transfer.jsonl.xz", "wt", encoding="utf-8", preset=1) as f:
+        f.writelines(json.dumps(p) + "\n" for p in pairs)
+    with lzma.open(carry / "probs.npy.xz", "rb") as f:
+        (WORK / "probs.npy").write_bytes(f.read())
+    log(f"teacher's {len(pairs)} pairs and probabilities restored from {carry}")
 
 
 def _examples(carry: Path, spec: dict, tiny: bool):
@@ -320,6 +360,7 @@ def evaluate(name: str, out: Path, carry: Path, tiny: bool) -> None:
 
 def student(out: Path, carry: Path, variants: dict, tiny: bool) -> None:
     t0 = time.time()
+    _restore_teacher(carry)
     with tarfile.open(carry / "eval.tar.xz") as tar:
         tar.extractall(WORK / "eval")
     procs = {name: subprocess.Popen([sys.executable, __file__, "_one", name, str(out), str(carry),
