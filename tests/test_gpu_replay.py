@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 REPLAY = ROOT / "benchmarks" / "gpu_nli" / "nli_replay.py"
@@ -199,3 +200,41 @@ def test_kd_transfer_set_is_seeded_new_and_changed():
     assert kd._substitute("London is big.", {"london": ["paris"]}, __import__("random").Random(0), rate=1.0) == \
         "Paris is big."
     assert kd._variant("happy", "happier") and not kd._variant("happy", "unhappy") and not kd._variant("man", "men")
+
+
+def test_kd_teacher_probabilities_travel_to_a_later_student_call(tmp_path, monkeypatch):
+    """A teach call sends back its probabilities and its pairs' digest; a student call with KD_WORK empty builds the
+    same pairs from the carried mixture and restores them, and refuses a mixture or setting that gives other pairs."""
+    import lzma
+
+    sys.path.insert(0, str(ROOT / "benchmarks" / "gpu_nli"))
+    import kd
+
+    mix = [{"premise": "A man is playing a red guitar in London. He smiles.", "hypothesis": "A man plays music.",
+            "label": "entailment"},
+           {"premise": "Paris is the capital of France.", "hypothesis": "London is the capital of France.",
+            "label": "contradiction"}]
+    nbr = {"man": ["woman"], "red": ["blue"], "london": ["paris"], "capital": ["city"], "plays": ["sings"]}
+    carry, out = tmp_path / "carry", tmp_path / "out"
+    carry.mkdir(), out.mkdir()
+    with lzma.open(carry / "mix.jsonl.xz", "wt") as f:
+        f.writelines(json.dumps(m) + "\n" for m in mix)
+    with lzma.open(carry / "nbr.json.xz", "wt") as f:
+        json.dump(nbr, f)
+    pairs = [(m["premise"], m["hypothesis"]) for m in mix] + kd.augment(mix, nbr, 4)
+    probs = np.random.default_rng(0).dirichlet(np.ones(3), len(pairs))
+    kd._send_teacher(out, pairs, probs, 4, tiny=False)
+    for name in ("probs.npy.xz", "teach.json"):
+        (carry / name).write_bytes((out / name).read_bytes())
+    monkeypatch.setattr(kd, "WORK", tmp_path / "work")
+    kd._restore_teacher(carry)
+    np.testing.assert_array_equal(np.load(tmp_path / "work" / "probs.npy"), probs.astype(np.float16))
+    with lzma.open(tmp_path / "work" / "transfer.jsonl.xz", "rt") as f:
+        assert [tuple(json.loads(x)) for x in f] == pairs
+    assert [json.loads(x) for x in (tmp_path / "work" / "mix.jsonl").open()] == mix
+    meta = json.loads((carry / "teach.json").read_text())
+    (carry / "teach.json").write_text(json.dumps(dict(meta, per=2)))
+    monkeypatch.setattr(kd, "WORK", tmp_path / "work2")
+    with pytest.raises(SystemExit, match="not the teacher's"):
+        kd._restore_teacher(carry)
+    assert not (tmp_path / "work2").exists()
