@@ -233,8 +233,14 @@ def test_kd_teacher_probabilities_travel_to_a_later_student_call(tmp_path, monke
         assert [tuple(json.loads(x)) for x in f] == pairs
     assert [json.loads(x) for x in (tmp_path / "work" / "mix.jsonl").open()] == mix
     meta = json.loads((carry / "teach.json").read_text())
-    (carry / "teach.json").write_text(json.dumps(dict(meta, per=2)))
     monkeypatch.setattr(kd, "WORK", tmp_path / "work2")
-    with pytest.raises(SystemExit, match="not the teacher's"):
+    for bad in (dict(meta, per=2), dict(meta, sha256=kd._digest(pairs[::-1]))):  # other pairs; the same ones reordered
+        (carry / "teach.json").write_text(json.dumps(bad))
+        with pytest.raises(SystemExit, match="not the teacher's"):
+            kd._restore_teacher(carry)
+    (carry / "teach.json").write_text(json.dumps(meta))
+    with lzma.open(carry / "probs.npy.xz", "wb") as f:  # another teach call's probabilities
+        np.save(f, probs[:-1].astype(np.float16))
+    with pytest.raises(SystemExit, match="rows"):
         kd._restore_teacher(carry)
     assert not (tmp_path / "work2").exists()

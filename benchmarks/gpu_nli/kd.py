@@ -222,8 +222,8 @@ def _digest(pairs: list[tuple[str, str]]) -> str:
 
 def _send_teacher(out: Path, pairs: list[tuple[str, str]], probs: np.ndarray, per: int, tiny: bool) -> None:
     """What a student call in a later session needs of this one, whose machine and KD_WORK are gone by then: the
-    teacher's probabilities (fp16, xz: about 3 MB for 500k pairs) and what rebuilds and checks the same pairs from
-    the carried mixture (``teach.json``)."""
+    teacher's probabilities (fp16, xz: 3 MB for 500k pairs before compression) and what rebuilds and checks the same
+    pairs from the carried mixture (``teach.json``)."""
     with lzma.open(out / "probs.npy.xz", "wb") as f:
         np.save(f, probs.astype(np.float16))
     (out / "teach.json").write_text(json.dumps({"per": per, "pairs": len(pairs), "sha256": _digest(pairs),
@@ -236,18 +236,24 @@ def _restore_teacher(carry: Path) -> None:
     are built again (``augment`` is seeded) and must match the teacher's pairs, in number and digest."""
     if (WORK / "probs.npy").is_file() or not (carry / "probs.npy.xz").is_file():
         return
+    if not (carry / "teach.json").is_file():
+        raise SystemExit(f"{carry} has probs.npy.xz but not the teach.json sent back with it")
     meta = json.loads((carry / "teach.json").read_text())
     mix = _read_jsonl(carry / "mix.jsonl.xz")[: 300 if meta["tiny"] else None]
     pairs = [(p["premise"], p["hypothesis"]) for p in mix] + augment(mix, _nbr(carry / "nbr.json.xz"), meta["per"])
     if len(pairs) != meta["pairs"] or _digest(pairs) != meta["sha256"]:
         raise SystemExit(f"the pairs built from {carry} ({len(pairs)}) are not the teacher's ({meta['pairs']}): "
                          "carry the mix.jsonl.xz and nbr.json.xz the teach call had")
+    with lzma.open(carry / "probs.npy.xz", "rb") as f:
+        probs = np.load(f)
+    if probs.shape != (len(pairs), 3):
+        raise SystemExit(f"probs.npy.xz holds {probs.shape[0]} rows, teach.json {len(pairs)} pairs: carry one teach "
+                         "call's two files")
     WORK.mkdir(parents=True, exist_ok=True)
     (WORK / "mix.jsonl").write_text("".join(json.dumps(p) + "\n" for p in mix), encoding="utf-8")
     with lzma.open(WORK / "transfer.jsonl.xz", "wt", encoding="utf-8", preset=1) as f:
         f.writelines(json.dumps(p) + "\n" for p in pairs)
-    with lzma.open(carry / "probs.npy.xz", "rb") as f:
-        (WORK / "probs.npy").write_bytes(f.read())
+    np.save(WORK / "probs.npy", probs)
     log(f"teacher's {len(pairs)} pairs and probabilities restored from {carry}")
 
 
