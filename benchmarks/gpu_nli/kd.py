@@ -44,6 +44,7 @@ import numpy as np  # noqa: E402
 
 WORK = Path(os.environ.get("KD_WORK", "/root/kd"))
 BASE, MAXLEN = "src/halluscope/data/nli_model", 128
+TINY_MIX = 300  # the mixture's pairs a dry run (`tiny`) uses
 _WORD = re.compile(r"[A-Za-z]{3,}")
 
 
@@ -191,26 +192,36 @@ def teach(out: Path, carry: Path, kw: dict, tiny: bool) -> None:
     unpack(WORK / "mpnet4.npz", WORK / "mpnet")
     mix = _read_jsonl(carry / "mix.jsonl.xz")
     if tiny:
-        mix, kw = mix[:300], dict(kw, epochs=0.1)
+        mix, kw = mix[:TINY_MIX], dict(kw, epochs=0.1)
     (WORK / "mix.jsonl").write_text("".join(json.dumps(p) + "\n" for p in mix), encoding="utf-8")
     log(f"unpacked, {len(mix)} pairs, {time.time() - t0:.0f} s")
     stop = float(kw.pop("stop_minutes", 4.0))
     rec = train_teacher(WORK / "T", WORK / "mpnet", WORK / "mix.jsonl", dev, kw, stop)
     log(f"teacher trained ({'stopped' if rec.get('stopped') else 'to the end'}), {time.time() - t0:.0f} s")
-    aug = augment(mix, _nbr(carry / "nbr.json.xz"), per)
-    log(f"transfer set: {len(aug)} pairs, {time.time() - t0:.0f} s")
-    pairs = [(p["premise"], p["hypothesis"]) for p in mix] + aug
+    pairs = _transfer_pairs(mix, carry, per)
+    log(f"transfer set: {len(pairs) - len(mix)} pairs, {time.time() - t0:.0f} s")
     probs = score(WORK / "T" / "model", pairs, dev)
-    np.save(WORK / "probs.npy", probs.astype(np.float16))
-    with lzma.open(WORK / "transfer.jsonl.xz", "wt", encoding="utf-8", preset=1) as f:
-        f.writelines(json.dumps(p) + "\n" for p in pairs)
+    _keep_transfer(pairs, probs)
     log(f"scored {len(pairs)} pairs, {time.time() - t0:.0f} s")
     _send_teacher(out, pairs, probs, per, tiny)
     rng = random.Random(1)  # a sample to read here
-    keep = sorted(rng.sample(range(len(mix), len(pairs)), min(3000, len(aug))))
+    keep = sorted(rng.sample(range(len(mix), len(pairs)), min(3000, len(pairs) - len(mix))))
     (out / "sample.jsonl").write_text("".join(json.dumps([*pairs[i], probs[i].round(3).tolist()]) + "\n"
                                               for i in keep), encoding="utf-8")
     (out / "teacher_training.json").write_bytes((WORK / "T" / "model" / "training.json").read_bytes())
+
+
+def _transfer_pairs(mix: list[dict], carry: Path, per: int) -> list[tuple[str, str]]:
+    """What the teacher scores, in its order: the mixture's pairs, then the transfer set built from them with the
+    carried neighbour table (the teach call, and a later student call rebuilding it, both ask here)."""
+    return [(p["premise"], p["hypothesis"]) for p in mix] + augment(mix, _nbr(carry / "nbr.json.xz"), per)
+
+
+def _keep_transfer(pairs: list[tuple[str, str]], probs: np.ndarray) -> None:
+    """The transfer set and the teacher's probabilities (fp16) in KD_WORK, where the students read them."""
+    np.save(WORK / "probs.npy", probs.astype(np.float16))
+    with lzma.open(WORK / "transfer.jsonl.xz", "wt", encoding="utf-8", preset=1) as f:
+        f.writelines(json.dumps(p) + "\n" for p in pairs)
 
 
 def _digest(pairs: list[tuple[str, str]]) -> str:
@@ -239,8 +250,8 @@ def _restore_teacher(carry: Path) -> None:
     if not (carry / "teach.json").is_file():
         raise SystemExit(f"{carry} has probs.npy.xz but not the teach.json sent back with it")
     meta = json.loads((carry / "teach.json").read_text())
-    mix = _read_jsonl(carry / "mix.jsonl.xz")[: 300 if meta["tiny"] else None]
-    pairs = [(p["premise"], p["hypothesis"]) for p in mix] + augment(mix, _nbr(carry / "nbr.json.xz"), meta["per"])
+    mix = _read_jsonl(carry / "mix.jsonl.xz")[: TINY_MIX if meta["tiny"] else None]
+    pairs = _transfer_pairs(mix, carry, meta["per"])
     if len(pairs) != meta["pairs"] or _digest(pairs) != meta["sha256"]:
         raise SystemExit(f"the pairs built from {carry} ({len(pairs)}) are not the teacher's ({meta['pairs']}): "
                          "carry the mix.jsonl.xz and nbr.json.xz the teach call had")
@@ -251,9 +262,7 @@ def _restore_teacher(carry: Path) -> None:
                          "call's two files")
     WORK.mkdir(parents=True, exist_ok=True)
     (WORK / "mix.jsonl").write_text("".join(json.dumps(p) + "\n" for p in mix), encoding="utf-8")
-    with lzma.open(WORK / "transfer.jsonl.xz", "wt", encoding="utf-8", preset=1) as f:
-        f.writelines(json.dumps(p) + "\n" for p in pairs)
-    np.save(WORK / "probs.npy", probs)
+    _keep_transfer(pairs, probs)
     log(f"teacher's {len(pairs)} pairs and probabilities restored from {carry}")
 
 
