@@ -100,14 +100,16 @@ CLEAR = [  # (answer every sample contradicts, supported answer, the samples)
 ]
 
 
-@pytest.mark.xfail(strict=True, reason="measured 2026-11-27 with halluscope-nli v6 and its calibration: v6 reads "
-                   "the swaps (nli_support 0.91-1.00 for every wrong answer; v4 gave the Sydney one 0.008), yet the "
-                   "wrong answers get 0.74 / 0.77 / 0.76, not >= 0.8, and the right ones 0.18 / 0.29 / 0.28, not all "
-                   "<= 0.2 (v5: 0.75 / 0.76 / 0.75 and 0.18 / 0.28 / 0.28; v4: 0.57 / 0.78 / 0.77 and 0.18 / 0.32 / "
-                   "0.28): the answer calibration, fitted on SAC3's graded answers, where that combination score is "
-                   "far from certain, caps them; graded answers put an answer that agreeing samples contradict at "
-                   "70-74% wrong (23 of 31), not 80% or more (benchmarks/consensus_check.py; issue 14, "
-                   "EVALUATION.md)", raises=AssertionError)
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "measured 2026-11-27 (and 2026-11-28) with halluscope-nli v6 and its calibration: v6 reads the "
+    "swaps (nli_support 0.91-1.00 for every wrong answer; v4 gave the Sydney one 0.008), yet the "
+    "wrong answers get 0.74 / 0.77 / 0.76, not >= 0.8, and the right ones 0.18 / 0.29 / 0.23, not all "
+    "<= 0.2 (the number's 0.28 before `entity` matched 'seven' with '7', 2026-11-28; v5: 0.75 / 0.76 "
+    "/ 0.75 and 0.18 / 0.28 / 0.28; v4: 0.57 / 0.78 / 0.77 and 0.18 / 0.32 / 0.28): the answer "
+    "calibration, fitted on SAC3's graded answers, where that combination score is far from certain, "
+    "caps them; graded answers put an answer that agreeing samples contradict at 70-74% wrong (23 of "
+    "31), not 80% or more (benchmarks/consensus_check.py; issue 14, EVALUATION.md)"
+))
 @pytest.mark.parametrize("wrong,right,samples", CLEAR, ids=["capital", "date", "number"])
 def test_clear_short_answers_get_clear_default_probabilities(detector_models, wrong, right, samples):
     p, _ = _clear_answers(wrong, right, tuple(samples))
@@ -118,7 +120,7 @@ def test_clear_short_answers_get_clear_default_probabilities(detector_models, wr
 def test_clear_short_answers_are_flagged_and_far_apart(detector_models, wrong, right, samples):
     """What holds of the clear short answers while the probabilities above do not: the answer every sample
     contradicts is flagged, the one every sample supports is not, and 0.4 or more lies between them (measured with
-    v6: 0.56 / 0.48 / 0.48)."""
+    v6: 0.56 / 0.48 / 0.53)."""
     p, flags = _clear_answers(wrong, right, tuple(samples))
     assert flags == {"wrong": True, "right": False}, p
     assert p["wrong"] - p["right"] >= 0.4, p

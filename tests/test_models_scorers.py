@@ -149,6 +149,16 @@ def test_bertscore_nli_combination_beat_random_on_a_wikibio_slice(detector_model
     assert res.settings["combination_stats"]["from"] == "run-relative: run"
 
 
+def test_mentions_are_matched_as_whole_words_in_one_normal_form():
+    from halluscope.text import mentions, normalize_mention
+
+    assert normalize_mention("The Seven Years' War (1756-1763)") == "the 7 years war 1756 1763"
+    assert normalize_mention("1,000,000 people") == "1000000 people" and normalize_mention("3,5") == "3 5"
+    text = normalize_mention("Ada Lovelace's father, Lord Byron, left when she was one; twenty years later...")
+    assert mentions(text, "Lord Byron") and mentions(text, "20 years") and mentions(text, "1")
+    assert not mentions(text, "Byr") and not mentions(text, "Ada Lovelace's mother") and not mentions(text, "Byron's")
+
+
 def test_entity_agreement_scorer(wikibio):
     from halluscope.pipeline import Detector, PreparedItem
     from halluscope.scorers.entity import EntityScorer
@@ -162,6 +172,13 @@ def test_entity_agreement_scorer(wikibio):
     assert s.sentence[0] == 0.0  # Ada Lovelace, London, 1815: every sample repeats each
     assert s.sentence[2] == 1.0 and s.evidence[2]["entity"] == "Paris"  # no sample says Paris
     assert s.evidence[1] is None and s.sentence[1] == 0.5  # no entity: the median of the record's other sentences
+    # numbers as words or digits, thousands with or without commas, and whole words only ("1820" is not "1820s")
+    rec = Record(id="n", response="The siege lasted seven days. It ended in 1820. It cost 1,000 lives.",
+                 samples=["The siege lasted 7 days and ended in 1820, when 1000 lives were lost.",
+                          "After seven days the siege ended in the 1820s; 1000 lives were lost."])
+    s = EntityScorer().score([PreparedItem.from_record(rec)])["entity"][0]
+    assert [e["entity"] for e in s.evidence] == ["seven days", "1820", "1,000"]
+    assert s.sentence.tolist() == [0.0, 0.5, 0.0]
     # on real WikiBio passages the default detector includes it and it ranks better than chance
     recs = [wikibio[i] for i in range(0, 238, 12)]
     res = Detector(methods="entity").score(recs)

@@ -3,8 +3,14 @@
 A made-up fact is most often a name, a place, a number or a date that the other samples do not repeat. For sentence
 r_i with named entities e_1..e_k (spaCy's offline English NER: persons, places, organisations, dates, numbers, ...):
 
-    share(e) = (1/N) * #{samples S_n whose lower-cased text contains e's lower-cased text}
+    share(e) = (1/N) * #{samples S_n whose text contains e as whole words}
     S_entity(i) = 1 - min_e share(e)
+
+Both texts are compared as words in one normalized form (``text.normalize_mention``): lower case, split at any
+punctuation, numbers written as words turned into digits, thousands without their commas. So "seven days" is found
+in a sample that says "7 days", "1,000" in one that says "1000", and "1820" is not found in "1820s" (2026-11-28;
+before, a lower-cased substring). Chosen on WikiBio passages 0-118, where it raised all five of this method's
+figures at 20 samples and at 3 (EVALUATION.md, issue 14, "Entity mentions in one normal form").
 
 Bounded in [0, 1]. A sentence without entities gets the median score of its record's other sentences (0.5 when no
 sentence of the record has one): no evidence either way. The evidence kept per sentence is the least-supported
@@ -18,6 +24,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..text import mentions, normalize_mention
 from ..types import MethodInfo
 from .base import MethodScores, PreparedItem
 
@@ -48,22 +55,23 @@ class EntityScorer:
 
     def method_info(self) -> list[MethodInfo]:
         return [MethodInfo(self.name, bounded=True, description="1 - share of samples containing the sentence's "
-                           "least-supported named entity (spaCy NER; case-insensitive)")]
+                           "least-supported named entity (spaCy NER; whole words, case, punctuation and number "
+                           "words normalized)")]
 
     def score(self, items: list[PreparedItem]) -> dict[str, list[MethodScores]]:
         ents = entities([s for it in items for s in it.sentences])
         out, k = [], 0
         for it in items:
-            samples = [e.lower() for e in it.evidence]
+            samples = [normalize_mention(e) for e in it.evidence]
             scores, evidence = [], []
             for _ in it.sentences:
-                es = ents[k]
+                es = [e for e in ents[k] if normalize_mention(e[0])]  # a bare "the" or "," carries nothing
                 k += 1
                 if not es or not samples:
                     scores.append(np.nan)
                     evidence.append(None)
                     continue
-                shares = [float(np.mean([t.lower() in s for s in samples])) for t, _ in es]
+                shares = [float(np.mean([mentions(s, t) for s in samples])) for t, _ in es]
                 j = int(np.argmin(shares))
                 scores.append(1.0 - shares[j])
                 evidence.append({"entity": es[j][0], "label": es[j][1], "share_of_samples": round(shares[j], 4)})
@@ -79,7 +87,8 @@ def _register() -> None:
 
     register(MethodSpec("entity", level="sentence", needs=("sentences", "entities"), bounded=True, claims=True,
                         source="halluscope (issue 3): agreement of named entities, numbers and dates",
-                        formula="1 - min over the sentence's named entities e of the share of samples containing e"),
+                        formula="1 - min over the sentence's named entities e of the share of samples containing e "
+                        "as whole words (text.normalize_mention)"),
              build=lambda names, art: EntityScorer())
 
 
