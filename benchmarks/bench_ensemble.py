@@ -31,7 +31,7 @@ def main() -> None:
     a = ap.parse_args()
     import torch
 
-    from bench_nli import cpu_info
+    from machine import cpu_info
     from halluscope.engine.components import COMPONENTS, ComponentScorer
     from halluscope.evaluation.sac3 import load_sac3
     from halluscope.combine.tuned import EnsembleConfig

@@ -17,24 +17,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import re
 import time
 from pathlib import Path
 
 import numpy as np
+from machine import cpu_info
 
 HERE = Path(__file__).resolve().parent
-
-
-def cpu_info() -> dict:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return {"model": platform.processor()}
-    model = re.search(r"model name\s*:\s*(.*)", text)
-    flags = sorted(set(re.findall(r"\b(avx2|avx512f|avx512_vnni|avx512_bf16|amx_bf16|amx_int8|avx_vnni)\b", text)))
-    return {"model": model.group(1).strip() if model else "?", "flags": flags, "cores": os.cpu_count()}
 
 
 def wikibio_pairs(passages: int, data: str | None, evidence) -> list[tuple[str, str]]:

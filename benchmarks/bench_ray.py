@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -32,18 +31,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from machine import cpu_info, cpu_name
+
 ROOT = Path(__file__).resolve().parents[1]
-FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16")
-
-
 def cpu() -> dict:
-    """The CPU model and which of the vector flags that matter for the models it has (from /proc/cpuinfo)."""
-    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    lines = text.splitlines()
-    model = next((l.split(":", 1)[1].strip() for l in lines if l.startswith("model name")), platform.processor())
-    flags = next((l.split(":", 1)[1].split() for l in lines if l.startswith("flags")), [])
-    return {"model": model, "cores": os.cpu_count(), "flags": {f: f in flags for f in FLAGS},
-            "loadavg_at_start": os.getloadavg()}
+    """The CPU (``machine.cpu_info``) and the load average when the run started."""
+    return {**cpu_info(), "loadavg_at_start": os.getloadavg()}
 
 
 def slice_records(passages: int, samples: int):
@@ -168,7 +161,7 @@ def main(args) -> None:
             ray.shutdown()
     finally:
         shutil.rmtree(args.out, ignore_errors=True)
-    print(f"{machine['model']}, {machine['cores']} cores, flags {machine['flags']}; Ray cluster start "
+    print(f"{cpu_name(machine)}; Ray cluster start "
           f"{cluster_start:.1f} s; {args.passages} passages x {args.samples} samples, methods "
           f"{args.methods or 'default'}, chunk {args.chunk_size}; best of {args.repeats} interleaved rounds")
     print(table(rows))

@@ -26,14 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from machine import cpu_name  # noqa: E402
 from serve_helpers import Postgres, Server  # noqa: E402
-
-
-def cpu_name() -> str:
-    info = Path("/proc/cpuinfo").read_text()
-    name = next((l.split(":", 1)[1].strip() for l in info.splitlines() if l.startswith("model name")), "?")
-    flags = [f for f in ("avx512_vnni", "avx512_bf16", "amx_tile", "avx2") if f" {f}" in info]
-    return f"{name} ({', '.join(flags)})"
 
 
 def sac3_bodies(n: int = 100) -> list[dict]:

@@ -153,7 +153,7 @@ def main() -> None:
         print(json.dumps(child(json.loads(Path(a.child).read_text()))))
         return
     sys.path.insert(0, str(HERE))
-    from bench_nli import cpu_info
+    from machine import cpu_info
 
     spec = example_spec(a.samples)
     runs = {"native": run(spec), "switches": run(spec, env=AVX2_SWITCHES), "emulated": run(spec, a.cpu)}
