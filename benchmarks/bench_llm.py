@@ -62,7 +62,9 @@ def main() -> None:
     local = LlamaCppBackend("gemma")
     run(Sampler(local), prompts[:1], 1, 8)
     rows["llama-cpp in-process, single stream"] = run(Sampler(local, concurrency=1), prompts, a.samples, a.max_tokens)
-    out = {"machine": {"cpus": __import__("os").cpu_count(), "python": platform.python_version()},
+    from machine import cpu_info
+
+    out = {"machine": {"cpu": cpu_info(), "cpus": __import__("os").cpu_count(), "python": platform.python_version()},
            "prompts": len(prompts), "samples": a.samples, "max_tokens": a.max_tokens, "runs": rows}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(out, indent=1) + "\n")

@@ -148,7 +148,10 @@ def main() -> None:
     if a.matmul:
         print(json.dumps(matmul_ceiling()))
         return
-    machine = {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()}
+    from machine import cpu_info
+
+    machine = {"cpu": cpu_info(), "cpus": os.cpu_count(), "platform": platform.platform(),
+               "python": platform.python_version()}
     path = Path(a.out)
     results = json.loads(path.read_text()) if path.exists() else {}
     for key in a.methods.split(","):

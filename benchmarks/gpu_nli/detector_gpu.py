@@ -194,10 +194,10 @@ def run(work: Path, out: Path, dry: bool = False) -> None:
     from halluscope.pipeline import DEFAULT_METHODS
     res = {"gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None, "torch": torch.__version__,
            "cpu_cores": os.cpu_count()}
-    try:
-        res["cpu"] = next(x.split(":", 1)[1].strip() for x in open("/proc/cpuinfo") if x.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from machine import cpu_info
+
+    res["cpu"] = cpu_info()
     py, methods = sys.executable, ",".join(DEFAULT_METHODS)
     res["detector"] = timed([py, "-m", "halluscope", "reproduce", "wikibio", "-m", methods, "-o",
                              str(out / "wb_gpu.jsonl"), "--json", *(["--passages", "0-1"] if dry else [])],

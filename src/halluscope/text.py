@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from functools import lru_cache
 from itertools import chain
 
@@ -226,27 +227,36 @@ def parser_sentences(texts: list[str]) -> list[list[str]]:
 
 
 _WORDS = re.compile(r"\w+")
-_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}\b)")
-# Numbers written as words, as digits: "seven days" and "7 days" are one mention. Ordinals are left out ("second" is
-# as often a unit of time); "one" is kept, since both sides are mapped alike.
-_NUMBER_WORDS = {w: str(i) for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-    "seventeen eighteen nineteen twenty".split())}
-_NUMBER_WORDS.update({w: str(10 * i) for i, w in enumerate(
-    "thirty forty fifty sixty seventy eighty ninety".split(), start=3)})
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_ORDINAL_SUFFIX = re.compile(r"(?<=\d)(?:st|nd|rd|th)\b")
+# Numbers written as words, as digits: "seven days" and "7 days" are one mention; "twenty-one" is 21. Ordinal words
+# are left out ("second" is as often a unit of time); "one" is kept, since both sides are mapped alike.
+_UNITS = "zero one two three four five six seven eight nine".split()
+_TENS = {w: 10 * i for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), start=2)}
+_NUMBER_WORDS = {w: str(i) for i, w in enumerate(_UNITS + "ten eleven twelve thirteen fourteen fifteen sixteen "
+                                                 "seventeen eighteen nineteen".split())}
+_NUMBER_WORDS.update({w: str(n) for w, n in _TENS.items()})
+_COMPOUND = re.compile(rf"\b({'|'.join(_TENS)})[\s-]+({'|'.join(_UNITS[1:])})\b")
 
 
 def normalize_mention(s: str) -> str:
     """The form in which a mention (a named entity, a number, a date) is looked for in a text: its words (runs of
-    letters and digits, so any punctuation, dash or apostrophe splits them), lower case, numbers written as words
-    turned into digits, thousands written without their commas ("The Seven Years' War" -> "the 7 years war";
-    "1820-1876" -> "1820 1876"; "1,000" -> "1000"). Articles stay:
-    leaving them out was no better for ``entity`` on WikiBio passages 0-118 (2026-11-28)."""
-    return " ".join(_NUMBER_WORDS.get(w, w) for w in _WORDS.findall(_THOUSANDS.sub("", s.lower())))
+    letters and digits, so any punctuation, dash or apostrophe splits them), NFKC-normalized and case-folded,
+    numbers from zero to ninety-nine written as words turned into digits, thousands without their commas and
+    ordinals without their suffix ("The Seven Years' War" -> "the 7 years war"; "twenty-one" -> "21"; "1820-1876"
+    -> "1820 1876"; "1,000" -> "1000"; "July 4th" -> "july 4"). Articles stay."""
+    s = unicodedata.normalize("NFKC", s).casefold()
+    s = _ORDINAL_SUFFIX.sub("", _THOUSANDS.sub("", s))
+    s = _COMPOUND.sub(lambda m: str(_TENS[m[1]] + _UNITS.index(m[2])), s)
+    return " ".join(_NUMBER_WORDS.get(w, w) for w in _WORDS.findall(s))
 
 
-def mentions(text_normalized: str, mention: str) -> bool:
-    """Whether ``mention`` occurs as whole words in a text already put through :func:`normalize_mention` ("1820"
-    is not in "1820s")."""
-    m = normalize_mention(mention)
-    return bool(m) and f" {m} " in f" {text_normalized} "
+def mentions(text: str, mention: str) -> bool:
+    """Whether ``mention`` occurs as whole words in ``text``, both already put through :func:`normalize_mention`
+    ("1820" is not in "1820s"). A mention that ends in a letter may take a plural s ("american" is in
+    "americans")."""
+    if not mention:
+        return False
+    if mention[-1].isalpha():
+        return re.search(rf"(?<!\S){re.escape(mention)}s?(?!\S)", text) is not None
+    return f" {mention} " in f" {text} "

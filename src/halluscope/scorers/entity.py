@@ -6,11 +6,13 @@ r_i with named entities e_1..e_k (spaCy's offline English NER: persons, places, 
     share(e) = (1/N) * #{samples S_n whose text contains e as whole words}
     S_entity(i) = 1 - min_e share(e)
 
-Both texts are compared as words in one normalized form (``text.normalize_mention``): lower case, split at any
-punctuation, numbers written as words turned into digits, thousands without their commas. So "seven days" is found
-in a sample that says "7 days", "1,000" in one that says "1000", and "1820" is not found in "1820s" (2026-11-28;
-before, a lower-cased substring). Chosen on WikiBio passages 0-118, where it raised all five of this method's
-figures at 20 samples and at 3 (EVALUATION.md, issue 14, "Entity mentions in one normal form").
+Both texts are compared as words in one normalized form (``text.normalize_mention``): case-folded, split at any
+punctuation, numbers up to ninety-nine written as words turned into digits, thousands without their commas,
+ordinals without their suffix; a mention that ends in a letter may take a plural s. So "seven days" is found in a
+sample that says "7 days", "1,000" in one that says "1000", "July 4th" in one that says "July 4", "American" in
+"Americans", and "1820" is not found in "1820s" (2026-11-28; before, a lower-cased substring). Chosen on WikiBio
+passages 0-118, where it raised all five of this method's figures at 20 samples and at 3 (EVALUATION.md, issue 14,
+"Entity mentions in one normal form").
 
 Bounded in [0, 1]. A sentence without entities gets the median score of its record's other sentences (0.5 when no
 sentence of the record has one): no evidence either way. The evidence kept per sentence is the least-supported
@@ -65,13 +67,14 @@ class EntityScorer:
             samples = [normalize_mention(e) for e in it.evidence]
             scores, evidence = [], []
             for _ in it.sentences:
-                es = [e for e in ents[k] if normalize_mention(e[0])]  # a bare "the" or "," carries nothing
+                es = [(t, label, normalize_mention(t)) for t, label in ents[k]]
+                es = [e for e in es if e[2]]  # an entity of punctuation alone carries nothing
                 k += 1
                 if not es or not samples:
                     scores.append(np.nan)
                     evidence.append(None)
                     continue
-                shares = [float(np.mean([mentions(s, t) for s in samples])) for t, _ in es]
+                shares = [float(np.mean([mentions(s, m) for s in samples])) for _, _, m in es]
                 j = int(np.argmin(shares))
                 scores.append(1.0 - shares[j])
                 evidence.append({"entity": es[j][0], "label": es[j][1], "share_of_samples": round(shares[j], 4)})
