@@ -1,7 +1,8 @@
 """The CPU a benchmark ran on, described one way for every benchmark script.
 
-Cloud CPUs often report only a family name ("AMD EPYC"), and two machines of that name differed by 2x in fp32
-matrix-multiply speed here (BENCHMARKS.md, "Two AMD EPYC machines"). So the description holds /proc/cpuinfo's
+Cloud CPUs often report only a family name ("AMD EPYC"), and two machines of that name ran the default detector in
+7.1 and 13-14 minutes here, their ONNX Runtime fp32 matrix multiply 2.5-3.4x apart (BENCHMARKS.md, "Two AMD EPYC
+machines"). So the description holds /proc/cpuinfo's
 family, model and stepping numbers and the vector flags that decide which kernels the models get, beside the name.
 """
 

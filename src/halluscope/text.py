@@ -253,8 +253,9 @@ def normalize_mention(s: str) -> str:
 
 def mentions(text: str, mention: str) -> bool:
     """Whether ``mention`` occurs as whole words in ``text``, both already put through :func:`normalize_mention`
-    ("1820" is not in "1820s"). A mention that ends in a letter may take a plural s ("american" is in
-    "americans")."""
+    ("1820" is not in "1820s"); pass the mention normalized, not raw. A mention that ends in a letter may take a plural
+    s ("american" is in "americans"; so is "william" in "williams", a price paid for the plurals, which scored better
+    on WikiBio passages 0-118)."""
     if not mention:
         return False
     if mention[-1].isalpha():

@@ -58,7 +58,7 @@ class EntityScorer:
     def method_info(self) -> list[MethodInfo]:
         return [MethodInfo(self.name, bounded=True, description="1 - share of samples containing the sentence's "
                            "least-supported named entity (spaCy NER; whole words, case, punctuation and number "
-                           "words normalized)")]
+                           "words normalized, a plural s allowed)")]
 
     def score(self, items: list[PreparedItem]) -> dict[str, list[MethodScores]]:
         ents = entities([s for it in items for s in it.sentences])
