@@ -2,8 +2,8 @@
 
 Cloud CPUs often report only a family name ("AMD EPYC"), and two machines of that name ran the default detector in
 7.1 and 13-14 minutes here, their ONNX Runtime fp32 matrix multiply 2.5-3.4x apart (BENCHMARKS.md, "Two AMD EPYC
-machines"). So the description holds /proc/cpuinfo's
-family, model and stepping numbers and the vector flags that decide which kernels the models get, beside the name.
+machines"). So the description holds /proc/cpuinfo's family, model and stepping numbers and the vector flags that
+decide which kernels the models get, beside the name.
 """
 
 from __future__ import annotations
