@@ -193,7 +193,7 @@ def teach(out: Path, carry: Path, kw: dict, tiny: bool) -> None:
     mix = _read_jsonl(carry / "mix.jsonl.xz")
     if tiny:
         mix, kw = mix[:TINY_MIX], dict(kw, epochs=0.1)
-    (WORK / "mix.jsonl").write_text("".join(json.dumps(p) + "\n" for p in mix), encoding="utf-8")
+    _write_mix(mix)
     log(f"unpacked, {len(mix)} pairs, {time.time() - t0:.0f} s")
     stop = float(kw.pop("stop_minutes", 4.0))
     rec = train_teacher(WORK / "T", WORK / "mpnet", WORK / "mix.jsonl", dev, kw, stop)
@@ -209,6 +209,11 @@ def teach(out: Path, carry: Path, kw: dict, tiny: bool) -> None:
     (out / "sample.jsonl").write_text("".join(json.dumps([*pairs[i], probs[i].round(3).tolist()]) + "\n"
                                               for i in keep), encoding="utf-8")
     (out / "teacher_training.json").write_bytes((WORK / "T" / "model" / "training.json").read_bytes())
+
+
+def _write_mix(mix: list[dict]) -> None:
+    """The mixture as JSON Lines in KD_WORK: the teacher trains on it, the students read its labels."""
+    (WORK / "mix.jsonl").write_text("".join(json.dumps(p) + "\n" for p in mix), encoding="utf-8")
 
 
 def _transfer_pairs(mix: list[dict], carry: Path, per: int) -> list[tuple[str, str]]:
@@ -261,7 +266,7 @@ def _restore_teacher(carry: Path) -> None:
         raise SystemExit(f"probs.npy.xz holds {probs.shape[0]} rows, teach.json {len(pairs)} pairs: carry one teach "
                          "call's two files")
     WORK.mkdir(parents=True, exist_ok=True)
-    (WORK / "mix.jsonl").write_text("".join(json.dumps(p) + "\n" for p in mix), encoding="utf-8")
+    _write_mix(mix)
     _keep_transfer(pairs, probs)
     log(f"teacher's {len(pairs)} pairs and probabilities restored from {carry}")
 

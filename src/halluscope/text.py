@@ -258,6 +258,5 @@ def mentions(text: str, mention: str) -> bool:
     on WikiBio passages 0-118)."""
     if not mention:
         return False
-    if mention[-1].isalpha():
-        return re.search(rf"(?<!\S){re.escape(mention)}s?(?!\S)", text) is not None
-    return f" {mention} " in f" {text} "
+    padded = f" {text} "
+    return f" {mention} " in padded or (mention[-1].isalpha() and f" {mention}s " in padded)
