@@ -20,7 +20,8 @@ Needs ``qemu-x86_64`` (Debian's ``qemu-user``; ``make test`` installs it as root
 PyTorch picks and what numpy may use, the NLI model's probabilities in fp32 (the default) and int8 on two clear pairs
 and the pairs of the bundled examples (each sentence against the first sentence of each sample), the old aegis int8
 model's on the clear pairs in one batch (its kernels saturate without VNNI: issue 13 measured P(contradiction) 0.08
-for "He was born in Paris." on a real AVX2-only CPU, against 0.99 with VNNI; in other batches it may not), and every
+for "He was born in Paris." on a real AVX2-only CPU, against 0.99 with VNNI; in other batches it may not), one int8
+product of ONNX Runtime that shows that saturation directly (:func:`ort_int8_probe`), and every
 method of the default detector per sentence (``probability`` included) and ``probability`` per answer. Prints the
 largest difference of each from the native run and writes benchmarks/results/isa_agreement.json. Emulation is slow
 (the detector's models load in minutes), so times here say nothing about a real AVX2 CPU's speed. The switches need
@@ -65,6 +66,8 @@ def child(spec: dict) -> dict:
     pairs = [tuple(p) for p in spec["pairs"]]
     for precision in spec.get("precisions", ("fp32", "int8")):
         out[precision] = load_nli(precision=precision).probs(pairs).tolist()
+    if spec.get("probe"):
+        out["ort_int8"] = ort_int8_probe()
     if spec.get("aegis"):  # one batch of its own: aegis's int8 activations are scaled per batch
         out["aegis"] = load_nli("aegis").probs([tuple(p) for p in spec["aegis"]])[:, 2].tolist()
     if spec.get("records"):
@@ -75,6 +78,26 @@ def child(spec: dict) -> dict:
         out["methods"] = [it.sentence_scores for it in res.items]
     out["seconds"] = time.perf_counter() - t
     return out
+
+
+def ort_int8_probe(k: int = 64) -> float:
+    """Which int8 kernels ONNX Runtime picked, read from one product: ``MatMulInteger`` of uint8 255s by int8 127s
+    over ``k`` terms, divided by its exact value 255 x 127 x k. 1.0 where the kernel sums each product in 32 bits
+    (VNNI's ``vpdpbusd``, AMX); 32767 x k / 2 over that, 0.506, where it adds two products in a saturating 16-bit
+    lane first (the AVX2 kernel's ``vpmaddubsw``): the saturation that made aegis's answers differ on AVX2-only CPUs
+    (issue 13), and a quick sign that ONNX Runtime sees the emulated CPU, not the host."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    weights = numpy_helper.from_array(np.full((k, 8), 127, np.int8), "b")
+    graph = helper.make_graph([helper.make_node("MatMulInteger", ["a", "b"], ["y"])], "probe",
+                              [helper.make_tensor_value_info("a", TensorProto.UINT8, [None, k])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT32, [None, 8])], [weights])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    y = session.run(None, {"a": np.full((4, k), 255, np.uint8)})[0]
+    return float(y[0, 0]) / (255 * 127 * k)
 
 
 # the AVX2 switches of the libraries that have one (run "switches" above)
@@ -118,7 +141,7 @@ def example_spec(samples: int) -> dict:
     recs, _ = read_records(example_path())
     recs = [dataclasses.replace(r, samples=r.samples[:samples] if samples else r.samples) for r in recs]
     pairs = [[split_sentences(s)[0], sent] for r in recs for sent in split_sentences(r.response) for s in r.samples]
-    return {"pairs": [list(p) for p in CLEAR] + pairs, "aegis": [list(p) for p in CLEAR],
+    return {"pairs": [list(p) for p in CLEAR] + pairs, "aegis": [list(p) for p in CLEAR], "probe": True,
             "records": [{"id": r.id, "response": r.response, "samples": r.samples} for r in recs]}
 
 
@@ -166,7 +189,9 @@ def main() -> None:
         print(f"  {k:24s} " + " ".join(f"{_fmt(gaps[n][k]):>12s}" for n in ("switches", "emulated")))
     aegis = ", ".join(f"{n} {r['aegis'][1]:.3f}" for n, r in runs.items())
     secs = ", ".join(f"{n} {r['seconds']:.0f}" for n, r in runs.items())
+    probe = ", ".join(f"{n} {r['ort_int8']:.3f}" for n, r in runs.items())
     print(f"aegis P(contradiction) of '{CLEAR[1][1]}': {aegis}; child seconds: {secs}")
+    print(f"ONNX Runtime's int8 product over its exact value (1: 32-bit sums; 0.506: AVX2's saturation): {probe}")
     Path(a.out).write_text(json.dumps({"host": cpu_info(), "emulated_cpu": a.cpu, "switches": AVX2_SWITCHES,
                                        "samples": a.samples, "pairs": len(spec["pairs"]),
                                        "answers": len(spec["records"]), "gaps": gaps, "runs": runs}, indent=1))

@@ -81,7 +81,7 @@ def test_most_clear_pairs_right(own):
 
 def _cpu_flags() -> set[str]:
     try:
-        return set(re.findall(r"avx512_vnni|avx512_bf16|amx_bf16|avx2", Path("/proc/cpuinfo").read_text()))
+        return set(re.findall(r"avx512_vnni|avx512_bf16|amx_bf16|amx_int8|avx2", Path("/proc/cpuinfo").read_text()))
     except OSError:
         return set()
 
@@ -116,10 +116,11 @@ def test_fp32_gives_the_same_probabilities_on_an_avx2_only_cpu(monkeypatch):
     default fp32 NLI) and PyTorch (int8) pick their AVX2 kernels as on a real AVX2-only machine
     (``benchmarks/isa_agreement.py``, which also runs the whole default detector this way and with each library's
     AVX2 switch). The default fp32 agrees with the native run to 1e-5 per probability (7.5e-8 measured on an
-    AVX512-VNNI EPYC); int8 keeps every clear pair's label on both (0.008 apart). The emulation reproduces the one
-    AVX2-only difference measured on real hardware: on a VNNI host, aegis's int8 graph gives there the answer issue
-    13 measured on a real AVX2-only CPU (P(contradiction) 0.08 for the Paris pair scored with the London one, 0.99
-    natively), so this test sees a model whose answers depend on the kernels. ``make test`` installs qemu-user with
+    AVX512-VNNI EPYC); int8 keeps every clear pair's label on both (0.008 apart). That ONNX Runtime really runs its
+    AVX2 kernels there is read from one int8 product (``isa_agreement.ort_int8_probe``): the AVX2 kernel saturates
+    it, as it saturated aegis's answers on a real AVX2-only CPU (issue 13), while a VNNI or AMX host computes it
+    exactly. (aegis itself is checked that way by the benchmark script only: loading it under emulation took 6 min
+    on an Intel Xeon with AMX, where the whole child then ran past 15 min.) ``make test`` installs qemu-user with
     apt where it is root."""
     import platform
     import shutil
@@ -131,7 +132,7 @@ def test_fp32_gives_the_same_probabilities_on_an_avx2_only_cpu(monkeypatch):
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
     import isa_agreement
 
-    spec = {"pairs": [[a, b] for a, b, _ in CLEAR], "aegis": [list(p) for p in isa_agreement.CLEAR]}
+    spec = {"pairs": [[a, b] for a, b, _ in CLEAR], "probe": True}
     native, avx2 = isa_agreement.run(spec), isa_agreement.run(spec, "Haswell-v4", timeout=900)
     assert avx2["torch"] == "AVX2"  # CPUID answered for a Haswell: no AVX512
     gaps = isa_agreement.compare(native, avx2)
@@ -139,9 +140,9 @@ def test_fp32_gives_the_same_probabilities_on_an_avx2_only_cpu(monkeypatch):
     right = [k for k in range(len(CLEAR)) if k not in KNOWN_WRONG]
     for side in (native, avx2):
         assert (np.argmax(side["int8"], 1) == [LABELS.index(c[2]) for c in CLEAR])[right].all()
-    if "avx512_vnni" in _cpu_flags():  # aegis runs in ONNX Runtime, whose int8 kernels use VNNI where it is
-        assert isa_agreement.CLEAR[1][1] == "He was born in Paris."
-        assert native["aegis"][1] > 0.9 and avx2["aegis"][1] < 0.5, (native["aegis"], avx2["aegis"])
+    assert avx2["ort_int8"] == pytest.approx(32767 / 2 / (255 * 127))  # AVX2's 16-bit lanes saturated
+    if {"avx512_vnni", "amx_int8"} & _cpu_flags():  # 32-bit sums: exact
+        assert native["ort_int8"] == 1.0
 
 
 def test_fp32_runs_on_the_exported_onnx_graph_with_pytorchs_answers(own, detector_models, _wikibio_cached,
