@@ -119,8 +119,8 @@ def test_fp32_gives_the_same_probabilities_on_an_avx2_only_cpu(monkeypatch):
     AVX512-VNNI EPYC); int8 keeps every clear pair's label on both (0.008 apart). That ONNX Runtime really runs its
     AVX2 kernels there is read from one int8 product (``isa_agreement.ort_int8_probe``): the AVX2 kernel saturates
     it, as it saturated aegis's answers on a real AVX2-only CPU (issue 13), while a VNNI or AMX host computes it
-    exactly. (aegis itself is checked that way by the benchmark script only: loading it under emulation took 6 min
-    on an Intel Xeon with AMX, where the whole child then ran past 15 min.) ``make test`` installs qemu-user with
+    exactly. (aegis itself now runs in the benchmark script only: loading it under emulation took 6 min on an Intel
+    Xeon with AMX, where the child then ran past this test's 15 min.) ``make test`` installs qemu-user with
     apt where it is root."""
     import platform
     import shutil
