@@ -125,7 +125,8 @@ def _direct_p_true(server, prompt: str) -> float:
 
 def test_p_true_from_the_servers_real_top_logprobs(exact_server, data_dir):
     # the shortest of 20 answers, one sample as the brainstormed idea: a short prompt for n_batch=1 (two answers took
-    # 308 s on an Intel Xeon with AMX, 2026-11-28: every prompt token is a decode of its own, twice per answer)
+    # 308 s on an Intel Xeon with AMX, 2026-11-28, on cores shared with another test: every prompt token is a decode
+    # of its own, twice per answer)
     short = sorted(load_sac3(data_dir, limit=20), key=lambda it: len(it.question + it.response + it.samples[0]))[:1]
     for it in short:
         it.samples = it.samples[:1]
