@@ -244,3 +244,51 @@ def test_kd_teacher_probabilities_travel_to_a_later_student_call(tmp_path, monke
     with pytest.raises(SystemExit, match="rows"):
         kd._restore_teacher(carry)
     assert not (tmp_path / "work2").exists()
+
+
+def test_carry_builds_the_student_calls_folder_from_the_data_and_a_teach_calls_files(tmp_path, data_dir, wikibio,
+                                                                                     monkeypatch):
+    """``carry.py student`` (here on WikiBio passage 0 only): the recorded units are the (evidence, sentence) inputs the
+    default detector asks of passage 0, each once; the NLI test files travel under their own paths; CARRY1's
+    mixture and neighbours and the teach call's two files are copied, and the folder restores the teacher's pairs
+    (``kd._restore_teacher``). A rerun keeps what is there; a teach call's file that is missing stops it by name."""
+    import lzma
+    import tarfile
+
+    sys.path.insert(0, str(ROOT / "benchmarks" / "gpu_nli"))
+    import kd
+
+    from halluscope.evaluation.nli_bench import SETS
+
+    first, back, carry = tmp_path / "c1", tmp_path / "back", tmp_path / "c2"
+    first.mkdir(), back.mkdir()
+    mix = [{"premise": "Paris is the capital of France.", "hypothesis": "London is the capital of France.",
+            "label": "contradiction", "source": "test"}]
+    with lzma.open(first / "mix.jsonl.xz", "wt") as f:
+        f.writelines(json.dumps(m) + "\n" for m in mix)
+    nbr = {"capital": ["city"], "london": ["paris"]}
+    with lzma.open(first / "nbr.json.xz", "wt") as f:
+        json.dump(nbr, f)
+    pairs = [(m["premise"], m["hypothesis"]) for m in mix] + kd.augment(mix, nbr, 2)
+    kd._send_teacher(back, pairs, np.full((len(pairs), 3), 1 / 3), 2, tiny=False)
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "gpu_nli" / "carry.py"), "student", str(carry), "--teach",
+           str(first), "--back", str(back), "--data", str(data_dir), "--passages", "0-0"]
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    with lzma.open(carry / "units.jsonl.xz", "rt") as f:
+        units = [tuple(json.loads(x)) for x in f]
+    sentences = set(wikibio[0].sentences)
+    assert len(units) == len(set(units)) and {h for _, h in units} == sentences
+    assert len(units) > len(sentences)  # evidence from each sample
+    with tarfile.open(carry / "eval.tar.xz") as tar:
+        assert sorted(tar.getnames()) == sorted(SETS.values())
+    for folder, name in ((first, "mix.jsonl.xz"), (first, "nbr.json.xz"), (back, "probs.npy.xz"), (back, "teach.json")):
+        assert (carry / name).read_bytes() == (folder / name).read_bytes()
+    monkeypatch.setattr(kd, "WORK", tmp_path / "work")
+    kd._restore_teacher(carry)
+    with lzma.open(kd.WORK / "transfer.jsonl.xz", "rt") as f:
+        assert [tuple(json.loads(x)) for x in f] == pairs
+    assert "kept" in subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    (back / "teach.json").unlink()
+    r = subprocess.run(cmd[:3] + [str(tmp_path / "c3")] + cmd[4:], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode != 0 and "teach.json is missing" in r.stderr
