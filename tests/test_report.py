@@ -31,7 +31,7 @@ def report_file(detector_models, data_dir, tmp_path_factory):
 
     samples = {r.id: r.samples for r in load_wikibio(data_dir, [0, 1, 2, 3, 4, 5])}
     out = tmp_path_factory.mktemp("report") / "report.html"
-    build_report(res, out, "WikiBio test run", samples, fig7, ens, source="test")
+    build_report(res, out, "WikiBio test run", samples, fig7, ens, source="test", figures_dir=out.parent / "figs")
     return out, res
 
 
@@ -43,6 +43,12 @@ def test_report_is_self_contained(report_file):
     assert "http://" not in text.replace("http://www.w3.org", "") and "https://" not in text  # no network
     for it in res.items:
         assert it.id in text
+    # --figures: the paper's figures under the names the README links (docs/figures/...), the others by title
+    pngs = {f.name for f in (out.parent / "figs").glob("*.png")}
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    linked = {n for n in pngs if f"docs/figures/{n}" in readme}
+    assert linked == {"fig5_precision_recall.png", "fig6_passage_vs_human.png", "fig8_nonfact_star_vs_samples.png"}
+    assert "fig7_score_vs_samples.png" in pngs and "roc_sac3_nq_open_ensemble_paper_figure_2.png" in pngs, pngs
 
 
 def test_report_renders_in_headless_chromium(report_file):

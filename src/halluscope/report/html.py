@@ -342,14 +342,25 @@ def _summary_cell(v) -> str:
     return v if isinstance(v, str) else json.dumps(_clean(v), ensure_ascii=False)
 
 
+# the file names ``--figures`` gives the paper's figures (README links them); any other figure is named by its title
+FIGURE_FILES = {"Precision-recall, NonFact (Figure 5)": "fig5_precision_recall",
+                "Passage vs human scores (Figure 6)": "fig6_passage_vs_human",
+                "Score against number of samples (Figure 7)": "fig7_score_vs_samples",
+                "NonFact* against number of samples": "fig8_nonfact_star_vs_samples"}
+
+
+def figure_file(title: str) -> str:
+    """The PNG name of a figure of the report: :data:`FIGURE_FILES`, else its title in lower case and underscores."""
+    return FIGURE_FILES.get(title, re.sub(r"[^a-z0-9]+", "_", title.lower()).strip("_")) + ".png"
+
+
 def _write_pngs(figs: list[tuple[str, str]], folder: str | Path | None) -> None:
     if not folder:
         return
     d = Path(folder)
     d.mkdir(parents=True, exist_ok=True)
     for name, uri in figs:
-        slug = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
-        (d / f"{slug}.png").write_bytes(base64.b64decode(uri.split(",", 1)[1]))
+        (d / figure_file(name)).write_bytes(base64.b64decode(uri.split(",", 1)[1]))
 
 
 _CSS = """
