@@ -252,3 +252,13 @@ def test_evaluate_graded_answers_at_the_answer_level(data_dir, tmp_path):
                      + "\n")
     bad = runner.invoke(app, ["evaluate", str(plain)])
     assert bad.exit_code != 0 and "neither sentence labels nor answer grades" in bad.output
+
+
+def test_errors_print_brackets_as_written():
+    """Every error line of the CLI goes through one printer that does not read rich markup, so an install hint such
+    as 'halluscope[llm]' (read as a style tag and dropped before) and a field such as samples[abc] print whole."""
+    code = ("from halluscope.cli.common import say; from halluscope.llm.local import LLM_EXTRA; say(LLM_EXTRA); "
+            "say('record 2: samples[abc]: empty text', 'skipped', 'yellow')")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "error: the local LLM is an extra: pip install 'halluscope[llm]'" in r.stderr, r.stderr
+    assert "skipped record 2: samples[abc]: empty text" in r.stderr

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 
 from . import calibrate, ensemble, reproduce, score, serve, train  # noqa: F401  (registers the commands)
-from .common import app, err, example_path, show_results
+from .common import app, example_path, say, show_results
 
 __all__ = ["app", "example_path", "main", "show_results"]
 
@@ -27,5 +27,5 @@ def main() -> None:  # pragma: no cover
     try:
         app()
     except UnreachableError as e:
-        err.print(f"[red]error:[/] {e}")
+        say(e)
         sys.exit(2)

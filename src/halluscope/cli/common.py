@@ -45,6 +45,12 @@ console = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS")
 err = Console(stderr=True)
 
 
+def say(message, label: str = "error:", style: str = "red") -> None:
+    """``label`` in colour, then ``message`` on stderr as plain text: not markup, so a message such as "pip install
+    'halluscope[llm]'" or a field "samples[abc]" is printed exactly as written."""
+    err.print(Text.assemble((label, style), " ", str(message)), highlight=False)
+
+
 MethodsOpt = typer.Option(None, "--methods", "-m", help="Comma-separated method names ('ngram' = every n-gram "
                           "variant, 'all' = everything); see `halluscope methods`.")
 
@@ -109,7 +115,7 @@ def _detector(methods, encoder, layer, nli, baseline=None, combine=None, precisi
                         combine=combine, precision=precision, sentence_split=split, learned=learned,
                         nli_evidence=ev, nli_precision=nli_precision, claims=claims)
     except ValueError as e:
-        err.print(f"[red]error:[/] {e}")
+        say(e)
         raise typer.Exit(2)
 
 
@@ -183,10 +189,10 @@ def _read_records_or_exit(path: Path):
     try:
         recs, errors = read_records(path)
     except RecordError as e:
-        err.print(f"[red]error:[/] {e}")
+        say(e)
         raise typer.Exit(2)
     for e in errors:
-        err.print(f"[yellow]skipped[/] {e}")
+        say(e, "skipped", "yellow")
     return recs, errors
 
 
@@ -234,7 +240,7 @@ def _qa_stages(specs: Optional[list[str]]) -> dict[str, str]:
     for spec in specs or []:
         stage, _, model = spec.partition("=")
         if stage not in ("g1", "g2", "a", "u") or not model:
-            err.print(f"[red]error:[/] --qa-stage {spec!r}: expected STAGE=MODEL with STAGE one of g1, g2, a, u")
+            say(f"--qa-stage {spec!r}: expected STAGE=MODEL with STAGE one of g1, g2, a, u")
             raise typer.Exit(2)
         out[stage] = model
     return out
@@ -279,7 +285,7 @@ def _sampler(model, base_url, backend, chat, api_key_env, cache, concurrency=4, 
     try:
         be = make_backend(model, base_url, chat=chat, api_key_env=api_key_env, kind=backend if backend != "auto" else None)
     except (ValueError, FileNotFoundError, RuntimeError) as e:
-        err.print(f"[red]error:[/] {e}")
+        say(e)
         raise typer.Exit(2)
     from ..llm.cache import default_cache_path
 
@@ -347,8 +353,7 @@ def fails(fn):
         try:
             return fn(*args, **kwargs)
         except (ValueError, OSError, UnreachableError) as e:
-            # a Text, not markup: a message such as "pip install 'halluscope[ray]'" is printed exactly as written
-            err.print(Text.assemble(("error:", "red"), " ", str(e)), highlight=False)
+            say(e)
             raise typer.Exit(2)
 
     return run

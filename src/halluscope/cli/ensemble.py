@@ -30,6 +30,7 @@ from .common import (
     ExtJudgeUrlOpt,
     CacheOpt,
     NliOpt,
+    say,
 )
 
 
@@ -243,7 +244,7 @@ def _answers(path: Path, need_label: bool = False):
     recs, errors = _read_records_or_exit(path)
     items, missing = response_items(recs, need_label)
     for e in missing:
-        err.print(f"[yellow]skipped[/] {e}")
+        say(e, "skipped", "yellow")
     if not items:
         raise ValueError(f"{path}: no usable answers")
     return items

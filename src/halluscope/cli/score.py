@@ -44,6 +44,7 @@ from .common import (
     _parse_range,
     _method_options,
     MethodOptionOpt,
+    say,
 )
 
 
@@ -358,7 +359,7 @@ def _draw(sampler, items: list[str], template, chat: bool, settings: dict):
     bar(None)
     records, problems = records_from_draws(items, draws, sampler.backend.cache_id())
     for e in problems:
-        err.print(f"[yellow]skipped[/] {e}")
+        say(e, "skipped", "yellow")
     return records, problems
 
 

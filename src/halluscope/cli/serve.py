@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, CacheOpt, ChatOpt, MethodsOpt, ModelOpt, _read_records_or_exit,
-                     app, console, err, fails)
+                     app, console, err, fails, say)
 
 DbOpt = typer.Option(None, "--db", help="Database: a SQLite file path or a URL (postgresql://user@host/db); "
                      "default ~/.local/share/halluscope/serve.db.")
@@ -72,7 +72,7 @@ def submit(
     recs, errors = _read_records_or_exit(path)
     if errors:
         for e in errors:
-            err.print(f"[yellow]skipped[/] record {e.record}: {e.field}: {e}", highlight=False)
+            say(f"record {e.record}: {e.field}: {e}", "skipped", "yellow")
     tags = dict(t.split(":", 1) for t in tag or [] if ":" in t)
     with Client(server, key=os.environ.get(key_env)) as c:
         try:

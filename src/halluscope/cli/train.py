@@ -23,6 +23,7 @@ from .common import (
     _bar,
     _table,
     _parse_range,
+    say,
 )
 
 
@@ -164,7 +165,7 @@ def train_nli_cmd(
 
         return print(package_model(package, evaluation=json.loads(evaluation.read_text()) if evaluation else None))
     if out is None:
-        err.print("[red]error:[/] --out is required (the folder the training writes to)")
+        say("--out is required (the folder the training writes to)")
         raise typer.Exit(2)
     rec = train_nli(data or Path(default_data_dir()) / "nli", out, stop_after_minutes=stop_after,
                     log=lambda m: err.print(m, highlight=False), **opts)  # the other options under their own names
