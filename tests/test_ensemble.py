@@ -143,3 +143,15 @@ def test_luq_in_the_tuned_ensemble_with_five_fold_cv_and_in_ensemble_score(detec
                                    "components": comps + [extra], "weights": [0.4, 0.4, 0.2]}))
         r = runner.invoke(app, ["ensemble", "score", str(answers), "--config", str(bad)])
         assert r.exit_code == 2 and why in r.output, r.output
+
+
+def test_fewer_answers_than_folds_is_a_clear_error():
+    """Four graded answers and 5 folds (`ensemble sac3 --limit 4`): a ValueError that names --folds and the count
+    (the CLI prints it as one line, exit 2), not scikit-learn's n_splits message."""
+    from halluscope.evaluation.response_metrics import component_figures
+
+    C, halluc = np.array([[0.9], [0.8], [0.2], [0.1]]), np.array([0, 0, 1, 1])
+    for run in (lambda: cross_validate(C, halluc, ["c"], folds=5), lambda: component_figures(C, halluc, ["c"], 5)):
+        with pytest.raises(ValueError, match="there are 4 answers: give --folds between 2 and 4"):
+            run()
+    assert cross_validate(C, halluc, ["c"], folds=2)[0]["n"] == 4

@@ -86,15 +86,26 @@ def evaluate(conf: np.ndarray, halluc: np.ndarray, tau: float) -> dict:
     }
 
 
+def kfold(halluc: np.ndarray, folds: int, seed: int = 0):
+    """The stratified k-fold splits (train, test) of the answers graded ``halluc``, or a ValueError that says what
+    to change where there are fewer answers than folds (scikit-learn's own message names n_splits and n_samples)."""
+    from sklearn.model_selection import StratifiedKFold
+
+    n = len(halluc)
+    if folds < 2 or folds > n:
+        raise ValueError(f"{folds}-fold cross-validation needs at least 2 folds and one graded answer per fold; there "
+                         f"are {n} answers: give --folds between 2 and {n}, or more answers" if n >= 2 else
+                         f"cross-validation needs at least 2 graded answers; there are {n}")
+    return list(StratifiedKFold(folds, shuffle=True, random_state=seed).split(np.zeros((n, 1)), halluc))
+
+
 def cross_validate(C: np.ndarray, halluc: np.ndarray, components: list[str], folds: int = 5, seed: int = 0,
                    objective: str = "roc_auc", mode: str = "agnostic") -> tuple[dict, np.ndarray, np.ndarray]:
     """Out-of-fold confidences and thresholds; returns (figures, out-of-fold confidence, per-row threshold)."""
-    from sklearn.model_selection import StratifiedKFold
-
     C, halluc = np.asarray(C, float), np.asarray(halluc, int)
     oof = np.full(len(halluc), np.nan)
     taus = np.full(len(halluc), np.nan)
-    for tr, te in StratifiedKFold(folds, shuffle=True, random_state=seed).split(C, halluc):
+    for tr, te in kfold(halluc, folds, seed):
         cfg = tune(C[tr], halluc[tr], components, objective, mode, seed)
         oof[te] = cfg.confidence(C[te])
         taus[te] = cfg.threshold
@@ -108,13 +119,12 @@ def cross_validate(C: np.ndarray, halluc: np.ndarray, components: list[str], fol
 def component_figures(C: np.ndarray, halluc: np.ndarray, components: list[str], folds: int = 5, seed: int = 0):
     """Each component alone: AUROC, PRR, AURC, ECE and Brier (no tuning; :func:`selective_figures`) and F1 at a
     threshold tuned by k-fold cross-validation."""
-    from sklearn.model_selection import StratifiedKFold
-
     out = {}
+    splits = kfold(halluc, folds, seed)
     for k, name in enumerate(components):
         c = C[:, k]
         taus = np.full(len(c), np.nan)
-        for tr, te in StratifiedKFold(folds, shuffle=True, random_state=seed).split(C, halluc):
+        for tr, te in splits:
             taus[te] = best_threshold(halluc[tr], c[tr])[0]
         ok = np.isfinite(c)
         pred = c < taus
