@@ -169,3 +169,12 @@ def test_empty_file_and_no_samples_column_say_why(tmp_path):
     (tmp_path / "no_samples.csv").write_text("id,response\na,The sky is blue.\n")
     recs, errs = read_records(tmp_path / "no_samples.csv")
     assert not recs and errs[0].field == "samples" and "missing" in errs[0].message
+
+
+def test_a_grade_is_true_false_or_one_zero():
+    """``correct`` as JSON true / false or as 1 / 0 (a common way to write a grade); anything else is named."""
+    for given, read in ((True, True), (False, False), (1, True), (0, False)):
+        assert Record.from_dict({**GOOD, "correct": given}).correct is read
+    for bad in (2, 0.5, "yes", "1"):
+        with pytest.raises(RecordError, match="correct"):
+            Record.from_dict({**GOOD, "correct": bad})

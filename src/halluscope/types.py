@@ -86,8 +86,11 @@ class Record:
         if reference is not None:
             _text(rid, "reference", reference, allow_empty=True)
         correct = d.get("correct")
+        if type(correct) is int and correct in (0, 1):  # a grade written as 1 / 0
+            correct = bool(correct)
         if correct is not None and not isinstance(correct, bool):
-            raise RecordError(rid, "correct", f"must be true or false (is the answer right?), got {correct!r}")
+            raise RecordError(rid, "correct", f"must be true or false, or 1 or 0 (is the answer right?), "
+                                              f"got {correct!r}")
         known = {"id", "response", "samples", "sentences", "labels", "prompt", "question", "reference", "correct"}
         meta = {k: v for k, v in d.items() if k not in known}
         return cls(
