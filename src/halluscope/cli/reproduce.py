@@ -140,7 +140,8 @@ def reproduce_reference(
     from ..evaluation.wikibio import ablation_reference
 
     det = _detector(methods or "ngram1_max,bertscore", encoder, layer, nli, precision=precision, split=split)
-    out = ablation_reference(det.methods, data_dir=data, passages=_parse_range(passages), detector=det)
+    out = ablation_reference(det.methods, data_dir=data, passages=_parse_range(passages), detector=det,
+                             progress=True)
     if as_json:
         print(json.dumps(json_safe(out), indent=1))
         return

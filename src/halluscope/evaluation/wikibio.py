@@ -158,12 +158,15 @@ def ablation_reference(
     data_dir: str | Path | None = None,
     passages: Sequence[int] | None = None,
     detector: Detector | None = None,
+    progress: bool = False,
 ) -> dict[str, dict[str, dict[str, float]]]:
-    """Table 4: each method with the samples, and with the WikiBio reference passage as the only evidence."""
+    """Table 4: each method with the samples, and with the WikiBio reference passage as the only evidence
+    (``progress``: the detector's bar for each of the two passes)."""
     det = detector or Detector(methods=methods)
     recs = load_wikibio(data_dir, passages)
-    with_samples = evaluate_results(det.score(recs), det.methods)
-    with_ref = evaluate_results(det.score(recs, evidence=lambda r: [r.reference] if r.reference else []), det.methods)
+    with_samples = evaluate_results(det.score(recs, progress=progress), det.methods)
+    with_ref = evaluate_results(det.score(recs, evidence=lambda r: [r.reference] if r.reference else [],
+                                          progress=progress), det.methods)
     return {m: {"samples": with_samples[m], "reference": with_ref[m]} for m in det.methods}
 
 
@@ -186,6 +189,8 @@ def sweep_layers(
     scorers = [BERTScoreScorer(enc, layer=k, name=f"layer{k}") for k in range(1, enc.num_layers + 1)]
     recs = load_wikibio(data_dir, passages)
     items: list[ItemResult] = []
+    if progress:  # the start: a rate and an ETA are measured from here
+        progress(0, len(recs))
     for start in range(0, len(recs), chunk_size):
         chunk = [PreparedItem.from_record(r) for r in recs[start : start + chunk_size]]
         table = {}
