@@ -96,6 +96,10 @@ def test_interrupted_run_resumes_without_losing_results(tmp_path, wikibio):
     for a, b in zip(back, full):
         for m in b.sentence_scores:
             assert a.sentence_scores[m] == pytest.approx(b.sentence_scores[m]), m
+    src = tmp_path / "six.jsonl"
+    src.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in wikibio[:6]))
+    r = runner.invoke(app, ["score", str(src), "-o", str(out), "--resume", "--methods", "ngram1_max,ngram2_max"])
+    assert r.exit_code == 0 and "0 records scored in" in r.output and "6 read back from the earlier run" in r.output
 
 
 def test_evaluate_merges_runs_and_recomputes_the_combination(tmp_path, wikibio):
