@@ -155,3 +155,24 @@ def test_fewer_answers_than_folds_is_a_clear_error():
         with pytest.raises(ValueError, match="there are 4 answers: give --folds between 2 and 4"):
             run()
     assert cross_validate(C, halluc, ["c"], folds=2)[0]["n"] == 4
+
+
+def test_the_clustering_shows_progress_per_answer(detector_models, data_dir):
+    """Semantic negentropy's clustering asks its pairs answer by answer, after the batched pass: it has a bar of its
+    own on the NLI's progress hook (the CLI's), one step per answer and a close, so a long SAC3 run is not silent."""
+    enc, nli = detector_models
+    items = load_sac3(data_dir, limit=6)
+    for it in items:
+        it.samples = it.samples[:3]
+    bars = []
+
+    def bar(label, total):
+        bars.append([label, total])
+        return lambda n: bars[-1].append(n)
+
+    nli.progress = bar
+    try:
+        ComponentScorer(enc, nli, components=("non_contradiction", "semantic_negentropy")).score(items)
+    finally:
+        nli.progress = None
+    assert ["semantic sets (answers)", 6, 1, 1, 1, 1, 1, 1, None] in bars

@@ -199,10 +199,15 @@ class ComponentScorer:
                 pairs += [(c, y) for c in dict.fromkeys(cands) if c != y]
             pairs += sc_pairs[k] if sc_pairs else []
         nli.probs(pairs)  # one batched pass over every unseen pair; the loops below read the cache
+        # the clustering asks the pairs it needs answer by answer (each depends on the earlier ones): a bar of its own
+        bar = getattr(nli, "progress", None) if {"semantic_negentropy", "num_sets"} & set(self.components) else None
+        step = bar("semantic sets (answers)", len(items)) if bar and len(items) > 4 else None
         for k, (o, it) in enumerate(zip(out, items)):
             texts = self._texts(it)
             y, cands = texts[0], texts[1:]
             if not cands:
+                if step:
+                    step(1)
                 continue
             if "non_contradiction" in self.components:
                 fw = np.array([0.0 if c == y else nli.probs([(y, c)])[0, 2] for c in cands])
@@ -215,6 +220,10 @@ class ComponentScorer:
                 o["selfcheck_nli"] = float(1 - contradiction_share(p).mean(axis=1).mean())
             if graph:
                 o.update(self._graph_components(texts, graph))
+            if step:
+                step(1)
+        if step:
+            step(None)
 
     def _selfcheck_pairs(self, items: list[ResponseItem]) -> list[list[tuple[str, str]]]:
         """selfcheck_nli's (evidence, sentence) pairs per item."""
