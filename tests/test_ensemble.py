@@ -176,3 +176,20 @@ def test_the_clustering_shows_progress_per_answer(detector_models, data_dir):
     finally:
         nli.progress = None
     assert ["semantic sets (answers)", 6, 1, 1, 1, 1, 1, 1, None] in bars
+
+
+def test_a_constant_component_gets_no_weight():
+    """Six graded answers where no sample equals its answer (exact_match 0 everywhere, as in a user's first try):
+    the search leaves the constant at the floor and weights what varies, so the confidence spreads like the
+    informative component's; before, exact_match alone won with AUROC 1.0 from the others' floor weights, and the
+    config scored every answer 0.000 with a threshold of 0.0002."""
+    from halluscope.combine.tuned import W_FLOOR
+
+    halluc = np.array([0, 1, 0, 1, 0, 1])
+    C = np.column_stack([np.zeros(6), [0.9, 0.2, 0.8, 0.1, 0.95, 0.3], [0.5, 0.6, 0.4, 0.5, 0.6, 0.4]])
+    for mode in ("agnostic", "joint"):
+        cfg = tune(C, halluc, ["exact_match", "non_contradiction", "cosine"], mode=mode)
+        assert cfg.weights[0] == pytest.approx(W_FLOOR) and cfg.weights[1] > 0.5, cfg.weights
+        conf = cfg.confidence(C)
+        assert np.ptp(conf) > 0.5 and conf[halluc == 1].max() < cfg.threshold <= conf[halluc == 0].min(), \
+            (conf, cfg.threshold)

@@ -151,13 +151,25 @@ class EnsembleConfig:
 def tune(C: np.ndarray, halluc: np.ndarray, components: list[str], objective: str = "roc_auc",
          mode: str = "agnostic", seed: int = 0) -> EnsembleConfig:
     C, halluc = np.asarray(C, float), np.asarray(halluc, int)
-    K = C.shape[1]
-    if mode == "agnostic":
-        w = _simplex_search(K, lambda w: np.nan_to_num(ranking_metric(objective, halluc, combine(C, w)), nan=-1), seed)
-        tau, _ = best_threshold(halluc, combine(C, w))
-    elif mode == "joint":
-        w = _simplex_search(K, lambda w: best_threshold(halluc, combine(C, w))[1], seed, draws=1500)
-        tau, _ = best_threshold(halluc, combine(C, w))
-    else:
+    if mode not in ("agnostic", "joint"):
         raise ValueError("mode must be 'agnostic' or 'joint'")
+    # a component with one value on every answer it has carries nothing about which answers are wrong; searched,
+    # its pure candidate would rank the answers by the others' W_FLOOR weights and win with a confidence near 0
+    varies = np.array([len(np.unique(c[np.isfinite(c)])) > 1 for c in C.T])
+    if not varies.any():
+        varies[:] = True
+
+    def full(v: np.ndarray) -> np.ndarray:  # the searched weights, the constant components at the floor
+        w = np.full(C.shape[1], W_FLOOR)
+        w[varies] = v * (1 - W_FLOOR * (~varies).sum())
+        return w
+
+    if mode == "agnostic":
+        def score(v):
+            return np.nan_to_num(ranking_metric(objective, halluc, combine(C, full(v))), nan=-1)
+        w = full(_simplex_search(int(varies.sum()), score, seed))
+    else:
+        w = full(_simplex_search(int(varies.sum()), lambda v: best_threshold(halluc, combine(C, full(v)))[1], seed,
+                                 draws=1500))
+    tau, _ = best_threshold(halluc, combine(C, w))
     return EnsembleConfig(list(components), [float(x) for x in w], float(tau), objective, mode)
