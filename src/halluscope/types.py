@@ -20,7 +20,8 @@ class RecordError(ValueError):
         self.record = record
         self.field = field
         self.message = message
-        super().__init__(f"record {record}: field '{field}': {message}")
+        # "<file>": the file itself (missing, empty, not JSON), named as a file, not as a record
+        super().__init__(f"{record}: {message}" if field == "<file>" else f"record {record}: field '{field}': {message}")
 
     def to_dict(self) -> dict:
         return {"record": self.record, "field": self.field, "error": self.message}

@@ -157,6 +157,9 @@ def show_results(results, primary: str | None = None) -> None:
         console.print()
     shading = (f"shading: {primary} ({'bounded [0,1]' if bounded else 'z-score, logistic'})" if primary else
                "response-level methods only: passage scores")
+    if not results.items:
+        console.print(Text("no record scored", style="dim"))
+        return
     resumed = int(results.settings.get("resumed") or 0)  # read back from the output file of an earlier run
     done = f"{len(results.items) - resumed} records scored in {results.settings.get('seconds', 0):.1f}s"
     done += f", {resumed} read back from the earlier run" if resumed else ""
