@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.text import Text
 from rich.table import Table
 
 from ..io import json_safe
@@ -70,8 +71,9 @@ def reproduce_wikibio(
     figures, res = reproduce(detector=det, data_dir=data, passages=_parse_range(passages), output=output,
                              resume=resume, progress=True,
                              evidence=(lambda r: r.samples[:samples]) if samples else None)
-    err.print(f"[dim]{len(res)} passages in {res.settings.get('seconds', 0):.1f}s; per scorer: "
-              f"{json.dumps(res.settings.get('scorer_seconds', {}))}[/]")
+    per = ", ".join(f"{k} {v:.1f}s" for k, v in res.settings.get("scorer_seconds", {}).items())
+    err.print(Text(f"{len(res)} passages in {res.settings.get('seconds', 0):.1f}s; per scorer: {per}", style="dim"),
+              soft_wrap=True)  # not folded mid-name: a log line to read or grep
     if as_json:
         print(json.dumps(json_safe({m: v for m, v in figures.items()}), indent=1))
         return
