@@ -38,7 +38,8 @@ def bertscore_f1(ref: list[np.ndarray], cand: list[np.ndarray]) -> np.ndarray:
 
     R, rm = _pad(ref)
     C, cm = _pad(cand)
-    sim = torch.einsum("ild,kjd->iklj", R, C)  # [nr, nc, Lr, Lc]
+    # cosines of unit vectors: at most 1 (rounding gave 1 + 3e-5, and a bounded score of -0.00003)
+    sim = torch.einsum("ild,kjd->iklj", R, C).clamp(max=1.0)  # [nr, nc, Lr, Lc]
     neg = torch.finfo(sim.dtype).min
     sim = sim.masked_fill(~cm[None, :, None, :], neg).masked_fill(~rm[:, None, :, None], neg)
     best_for_ref = sim.max(dim=3).values  # [nr, nc, Lr]: each reference token's best candidate token
