@@ -72,7 +72,7 @@ def submit(
     recs, errors = _read_records_or_exit(path)
     if errors:
         for e in errors:
-            say(f"record {e.record}: {e.field}: {e}", "skipped", "yellow")
+            say(e, "skipped", "yellow")  # "record X: field 'F': message", once
     tags = dict(t.split(":", 1) for t in tag or [] if ":" in t)
     with Client(server, key=os.environ.get(key_env)) as c:
         try:
