@@ -266,3 +266,22 @@ def test_errors_print_brackets_as_written():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "error: the local LLM is an extra: pip install 'halluscope[llm]'" in r.stderr, r.stderr
     assert "skipped record 2: samples[abc]: empty text" in r.stderr
+
+
+def test_submit_to_a_service_that_is_not_there(tmp_path):
+    """`submit` with no service at --server: after the client's retries, one error line naming the URL (exit 2),
+    not httpx's traceback; a bad record in the file is named once."""
+    import socket
+
+    from halluscope.cli.common import example_path
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    src = tmp_path / "a.jsonl"
+    src.write_text('{"id": "bad", "response": "x"}\n' + example_path().read_text().splitlines()[0] + "\n")
+    r = subprocess.run([sys.executable, "-m", "halluscope", "submit", str(src), "--server", f"http://127.0.0.1:{port}"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-1500:]
+    assert f"cannot reach the service at http://127.0.0.1:{port}" in " ".join(r.stderr.split())
+    assert r.stderr.count("record bad: field 'samples'") == 1

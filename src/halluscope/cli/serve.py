@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, CacheOpt, ChatOpt, MethodsOpt, ModelOpt, _read_records_or_exit,
-                     app, console, err, fails, say)
+                     app, console, err, fails)
 
 DbOpt = typer.Option(None, "--db", help="Database: a SQLite file path or a URL (postgresql://user@host/db); "
                      "default ~/.local/share/halluscope/serve.db.")
@@ -69,16 +69,18 @@ def submit(
 
     from ..client import Client, ServiceError
 
-    recs, errors = _read_records_or_exit(path)
-    if errors:
-        for e in errors:
-            say(e, "skipped", "yellow")  # "record X: field 'F': message", once
+    import httpx
+
+    recs, _ = _read_records_or_exit(path)  # it names each skipped record
     tags = dict(t.split(":", 1) for t in tag or [] if ":" in t)
     with Client(server, key=os.environ.get(key_env)) as c:
         try:
             job = c.submit([r.to_dict() for r in recs], tags=tags)
         except ServiceError as e:
             raise ValueError(f"the server refused the job: {e}") from None
+        except httpx.TransportError as e:  # after the client's retries
+            raise ValueError(f"cannot reach the service at {server} ({e}): is `halluscope serve` running there? "
+                             "(--server URL)") from None
         err.print(f"job {job['id']}: {job['total']} answers queued")
         if not wait:
             print(job["id"])
