@@ -38,16 +38,17 @@ def bertscore_f1(ref: list[np.ndarray], cand: list[np.ndarray]) -> np.ndarray:
 
     R, rm = _pad(ref)
     C, cm = _pad(cand)
-    # cosines of unit vectors: at most 1 (rounding gave 1 + 3e-5, and a bounded score of -0.00003)
-    sim = torch.einsum("ild,kjd->iklj", R, C).clamp(max=1.0)  # [nr, nc, Lr, Lc]
+    sim = torch.einsum("ild,kjd->iklj", R, C)  # [nr, nc, Lr, Lc]
     neg = torch.finfo(sim.dtype).min
     sim = sim.masked_fill(~cm[None, :, None, :], neg).masked_fill(~rm[:, None, :, None], neg)
     best_for_ref = sim.max(dim=3).values  # [nr, nc, Lr]: each reference token's best candidate token
     best_for_cand = sim.max(dim=2).values  # [nr, nc, Lc]
     rmf = rm[:, None, :].float()
     cmf = cm[None, :, :].float()
-    recall = (best_for_ref.clamp(min=-1) * rmf).sum(-1) / rmf.sum(-1)
-    precision = (best_for_cand.clamp(min=-1) * cmf).sum(-1) / cmf.sum(-1)
+    # cosines of unit vectors lie in [-1, 1]; rounding gave 1 + 3e-5 (and a bounded score of -0.00003). Clamping
+    # the best matches equals clamping every cosine (the max is monotone), on a tensor Lc or Lr times smaller
+    recall = (best_for_ref.clamp(-1, 1) * rmf).sum(-1) / rmf.sum(-1)
+    precision = (best_for_cand.clamp(-1, 1) * cmf).sum(-1) / cmf.sum(-1)
     f1 = 2 * precision * recall / (precision + recall).clamp(min=1e-8)
     return f1.numpy()
 
