@@ -90,13 +90,14 @@ def teach(carry: Path, data: Path) -> None:
     from halluscope.models.nli_data import build_mixture
 
     carry.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=carry) as tmp:
-        def packed(dst: Path) -> None:
+
+    def packed(dst: Path) -> None:
+        with tempfile.TemporaryDirectory(dir=carry) as tmp:  # the parts, the joined zip, the model: 1.2 GB
             npz = Path(tmp) / "mpnet4.npz"
             pack4.pack(mpnet_dir(Path(tmp)), npz)
             _xz(npz, dst)
 
-        _whole(carry / "mpnet4.npz.xz", packed)
+    _whole(carry / "mpnet4.npz.xz", packed)
 
     def mixture(dst: Path) -> None:
         pairs = build_mixture(data / "nli", **MIXTURE)
