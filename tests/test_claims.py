@@ -35,6 +35,25 @@ def test_rule_splitter_gives_the_claims_of_real_wikibio_sentences(wikibio):
     assert claims[5] == Claim("He was called to the bar in 1845.", 2)
 
 
+def test_rule_claims_keep_a_quotation_whole_or_drop_its_marks():
+    """Real WikiBio sentences with quotations (a relative clause ending in one, a quoted clause split in two): a claim
+    quotes only words that were quoted together, with both marks, and no lone mark leaves a space before the stop
+    (until 2026-11-28: 'The term is derived from the Latin sanguis divinus .' and 'He was "by far ... Alexander.".')."""
+    sp = RuleSplitter()
+    a, b, c = sp.claims_of([
+        'The term is derived from the Latin sanguis divinus, which literally translates to "divine blood".',
+        'He was "by far the dearest of all the king\'s friends; he had been brought up with Alexander and shared all '
+        'his secrets."',
+        'Well known for his hip-hop style and use of catchphrases such as "Boo-yah!"'])
+    assert a == ("The term is derived from the Latin sanguis divinus.",
+                 'The Latin sanguis divinus literally translates to "divine blood".')
+    assert b == ("He was by far the dearest of all the king's friends; he had been brought up with Alexander.",
+                 "He shared all his secrets.")
+    assert c == ("Well known for his hip-hop style.", 'Well known for his use of catchphrases such as "Boo-yah!".')
+    assert sp.claims_of(["She starred in \u201cThe Hours\u201d and won an Oscar in 2003."])[0] == (
+        "She starred in \u201cThe Hours\u201d.", "She won an Oscar in 2003.")
+
+
 def test_llm_splitter_reads_one_claim_per_line_and_keeps_sentence_indices():
     from halluscope.llm import Sampler
     from halluscope.llm.base import Backend, Generation

@@ -32,7 +32,7 @@ Two splitters, one interface (``split(responses) -> [[Claim, ...] per response]`
 
   The antecedent of a predicate nominal (or of an apposition) is the clause's subject, so the claims of rules 3-5
   name the sentence's subject rather than "a pitcher". Pronouns are kept as written (no resolution across
-  sentences). A sentence without a verb, or one the rules leave whole, is its own single claim.
+  sentences). A claim keeps a quotation whole with both its marks, or without its marks where it keeps only part. A sentence without a verb, or one the rules leave whole, is its own single claim.
 - :class:`LLMSplitter`: a prompt through any :class:`~halluscope.llm.sampler.Sampler` (temperature 0, cached on
   disk): the sentence, with the response's preceding sentences as context for pronouns, and "one claim per line".
 
@@ -128,12 +128,6 @@ def _past(verb) -> bool:
     return verb.tag_ == "VBD" or any(c.dep_ in ("aux", "auxpass") and c.tag_ == "VBD" for c in verb.children)
 
 
-def _set_off(tok) -> bool:
-    """A modifier set off by a comma or a bracket just before it (non-restrictive)."""
-    first = min(_sub(tok))
-    return first > 0 and tok.doc[first - 1].text in (",", "(")
-
-
 def _around(ids: set[int], doc) -> set[int]:
     """``ids`` with the comma or bracket that sets the span off (and the comma closing it), brackets matched."""
     out = set(ids)
@@ -171,6 +165,8 @@ def tidy(text: str) -> str:
     """A claim as a sentence: single spaces, no space before punctuation, no empty brackets or doubled commas, no
     dangling conjunction, capitalized, ending with a full stop."""
     s = re.sub(r"\s+", " ", text).strip()
+    if s.count('"') % 2:  # a lone quotation mark (one in the text itself): dropped before the spacing is tidied
+        s = s.replace('"', "", 1) if s.startswith('"') else s[::-1].replace('"', "", 1)[::-1]
     s = re.sub(r"\(\s*\)", "", s)
     s = re.sub(r"\(\s+", "(", s)
     s = re.sub(r"\s+([,.;:!?)])", r"\1", s)
@@ -179,8 +175,6 @@ def tidy(text: str) -> str:
     s = re.sub(r"\.(\s*\.)+$", ".", s)
     s = re.sub(r"^[\s,;:.]+|[\s,;:]+$", "", s)
     s = re.sub(r"(\s+(and|or|but))+[.]?$", "", s).strip()
-    if s.count('"') % 2:  # a quote whose partner stayed in another claim
-        s = s.replace('"', "", 1) if s.startswith('"') else s[::-1].replace('"', "", 1)[::-1]
     if not s:
         return s
     s = s[0].upper() + s[1:]
@@ -188,12 +182,40 @@ def tidy(text: str) -> str:
 
 
 def _render(doc, ids: set[int], extra: Sequence[tuple[float, str]] = (), whole: bool = True) -> str:
-    """The tokens ``ids`` in text order, with ``extra`` words inserted at fractional positions; tidied as a claim
-    (``whole``) or as a part of one."""
+    """The tokens ``ids`` in text order (quotation marks kept in pairs), with ``extra`` words inserted at fractional
+    positions; tidied as a claim (``whole``) or as a part of one."""
+    ids = _with_quotes(doc, ids)
     pieces = [(t.i, t.text_with_ws if t.i + 1 in ids else t.text + " ") for t in doc if t.i in ids]
     pieces += [(p, w + " ") for p, w in extra]
     text = "".join(w for _, w in sorted(pieces, key=lambda x: x[0]))
     return tidy(text) if whole else text.strip()
+
+
+def _quote_pairs(doc) -> list[tuple[int, int]]:
+    """The quotation marks of a parsed text, paired in order: straight ones two by two, curly ones open to close."""
+    pairs, open_at = [], {}
+    for t in doc:
+        mark = {"\u201c": "curly", "\u201d": "curly-close", '"': "straight"}.get(t.text)
+        if mark == "straight" and "straight" in open_at or mark == "curly-close" and "curly" in open_at:
+            pairs.append((open_at.pop(mark.removesuffix("-close")), t.i))
+        elif mark in ("straight", "curly"):
+            open_at[mark] = t.i
+    return pairs
+
+
+def _with_quotes(doc, ids: set[int]) -> set[int]:
+    """``ids`` with the quotation marks of the quotations they hold whole: both marks where every word between them
+    is kept, neither where a quotation is cut or left out (a claim never keeps one mark of a pair and leaves its
+    partner in another claim, nor quotes words that were not quoted together)."""
+    out = set(ids)
+    for a, b in _quote_pairs(doc):
+        out -= {a, b}
+        words = [i for i in range(a + 1, b) if not doc[i].is_punct]
+        if words and all(i in out for i in words):
+            out |= {a, b}
+        elif not any(i in out for i in words):  # left out: its punctuation too ("Boo-yah!"'s "!")
+            out -= set(range(a, b + 1))
+    return out
 
 
 def _date_prep(p) -> list[tuple[float, str]]:
