@@ -54,6 +54,22 @@ def test_rule_claims_keep_a_quotation_whole_or_drop_its_marks():
         "She starred in \u201cThe Hours\u201d.", "She won an Oscar in 2003.")
 
 
+def test_rule_claims_repeat_a_gapped_verbs_object_and_split_off_only_common_noun_appositions():
+    """Real WikiBio sentences (2026-11-28): a prepositional phrase coordinated with a verb repeats the verb's object
+    ("He has led to the 2018 FIFA World Cup." until then), and a name in another script is not a common noun
+    ("Makiko Esumi is a \u6c5f\u89d2\u771f\u7d00\u5b50." until then)."""
+    sp = RuleSplitter()
+    a, b = sp.claims_of([
+        "He studied medicine at the University of Dorpat and later at the University of Berlin.",
+        "Makiko Esumi (\u6c5f\u89d2\u771f\u7d00\u5b50, Esumi Makiko, born April 8, 1965) is a Japanese actress and "
+        "former fashion model."])
+    assert a == ("He studied medicine at the University of Dorpat.", "He studied medicine later at the University of "
+                 "Berlin.")
+    assert b == ("Makiko Esumi was born on April 8, 1965.",
+                 "Makiko Esumi (\u6c5f\u89d2\u771f\u7d00\u5b50, Esumi Makiko) is a Japanese actress.",
+                 "Makiko Esumi is a former fashion model.")
+
+
 def test_llm_splitter_reads_one_claim_per_line_and_keeps_sentence_indices():
     from halluscope.llm import Sampler
     from halluscope.llm.base import Backend, Generation

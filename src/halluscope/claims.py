@@ -11,7 +11,7 @@ Two splitters, one interface (``split(responses) -> [[Claim, ...] per response]`
 
   1. coordinated verbs are clauses: "He joined X and served in Y" -> "He joined X." / "He served in Y."; a clause
      without its own subject takes the sentence's subject; a prepositional phrase coordinated with a verb repeats
-     the verb (gapping: "was traded to A in 1984, and then to B in 1986"). Left whole: a non-finite verb without
+     the verb and its object (gapping: "was traded to A in 1984, and then to B in 1986"). Left whole: a non-finite verb without
      an auxiliary ("was born in A and raised in B": the tagger cannot tell "raised" from a past tense, and
      "He raised in B" would be wrong), verbs that share a complement ("wrote and directed the film"), a
      capitalized "verb" (a title: "... and Meet Me at the River");
@@ -21,7 +21,7 @@ Two splitters, one interface (``split(responses) -> [[Claim, ...] per response]`
      noun and adjective modifiers ("19th and 20th centuries", "mechanic and team manager"), hyphenated words
      (spaCy splits them: "singer-songwriter"), and every "or"/"nor" coordination (a disjunction asserts neither
      part; the same holds in rule 1);
-  3. an apposition whose head is a common noun, anchored on a subject, predicate nominal or object, is a copular
+  3. an apposition whose head is a common noun (a lower-case word), anchored on a subject, predicate nominal or object, is a copular
      claim: "X, an English lawyer, ..." -> "X is an English lawyer." (past tense when the sentence's verb is past);
      appositions after prepositional objects stay in their clause (there they are mostly place qualifiers, "Atlanta,
      Georgia", or mis-attached);
@@ -231,7 +231,7 @@ def _split_offs(sent) -> list[tuple[str, Any]]:
     """Rules 3-5: each apposition, set-off participle and subject relative clause of the sentence, (kind, head)."""
     out = []
     for t in sent:
-        if t.dep_ == "appos" and t.pos_ == "NOUN" and t.head.dep_ in _ANCHORS:
+        if t.dep_ == "appos" and t.pos_ == "NOUN" and t.text[:1].islower() and t.head.dep_ in _ANCHORS:
             out.append(("appos", t))
         elif (t.dep_ in ("acl", "parataxis") and t.tag_ == "VBN" and t.head.pos_ in ("NOUN", "PROPN", "PRON")
               and _set_off(t)):
@@ -361,7 +361,9 @@ def _clauses(sent, removed: set[int]) -> list[tuple[int, set[int], Any, set[int]
     for c in gapped:
         v = c.head
         subj, outer = _subject_of(v, verbs)
-        words = {v.i} | {x.i for x in v.children if x.dep_ in ("aux", "auxpass", "neg")}
+        words = {v.i} | {x.i for x in v.children if x.dep_ in ("aux", "auxpass", "neg", "prt")}
+        for obj in (x for x in v.children if x.dep_ in ("dobj", "dative") and x.i < c.i):  # "led Scotland to A, and to B"
+            words |= _core(obj) - removed
         words |= (_core(subj) - removed) if subj is not None else _shared(outer, removed)
         out.append((c.i, _sub(c) - removed, None, words))
     return out
