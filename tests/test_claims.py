@@ -54,15 +54,20 @@ def test_rule_claims_keep_a_quotation_whole_or_drop_its_marks():
         "She starred in \u201cThe Hours\u201d.", "She won an Oscar in 2003.")
 
 
-def test_rule_claims_repeat_a_gapped_verbs_object_and_split_off_only_common_noun_appositions():
+def test_rule_claims_repeat_a_gapped_object_split_off_common_nouns_only_and_never_read_which_as_a_person():
     """Real WikiBio sentences (2026-11-28): a prepositional phrase coordinated with a verb repeats the verb's object
-    ("He has led to the 2018 FIFA World Cup." until then), and a name in another script is not a common noun
-    ("Makiko Esumi is a \u6c5f\u89d2\u771f\u7d00\u5b50." until then)."""
+    ("He studied later at the University of Berlin." until then), a name in another script is not a common noun
+    ("Makiko Esumi is a \u6c5f\u89d2\u771f\u7d00\u5b50." until then), and "which" is not about a person the parser
+    hung it on ("Jesus Christ is believed to have been shed ..." until then)."""
     sp = RuleSplitter()
-    a, b = sp.claims_of([
+    a, b, c = sp.claims_of([
         "He studied medicine at the University of Dorpat and later at the University of Berlin.",
         "Makiko Esumi (\u6c5f\u89d2\u771f\u7d00\u5b50, Esumi Makiko, born April 8, 1965) is a Japanese actress and "
-        "former fashion model."])
+        "former fashion model.",
+        "The Blood Divine is a term used to refer to the blood of Jesus Christ, which is believed to have been shed for "
+        "the remission of sins."])
+    assert c == ("The Blood Divine is a term used to refer to the blood of Jesus Christ.",
+                 "The blood of Jesus Christ is believed to have been shed for the remission of sins.")
     assert a == ("He studied medicine at the University of Dorpat.", "He studied medicine later at the University of "
                  "Berlin.")
     assert b == ("Makiko Esumi was born on April 8, 1965.",

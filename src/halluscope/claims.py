@@ -28,7 +28,8 @@ Two splitters, one interface (``split(responses) -> [[Claim, ...] per response]`
   4. a past participle set off by commas or parentheses is a passive claim: "X (born 1950)" -> "X was born in
      1950." (a bare date after the participle gets "in", or "on" when it names a day);
   5. a relative clause whose relative pronoun is its subject, set off by a comma or modifying a predicate nominal,
-     is a claim about its antecedent: "X was a pitcher who played for Y" -> "X played for Y.".
+     is a claim about its antecedent: "X was a pitcher who played for Y" -> "X played for Y."; "which" is never
+     about a person (where the parser hangs it on a person in an "of" phrase, the noun the phrase belongs to is).
 
   The antecedent of a predicate nominal (or of an apposition) is the clause's subject, so the claims of rules 3-5
   name the sentence's subject rather than "a pitcher". Pronouns are kept as written (no resolution across
@@ -252,11 +253,23 @@ def _rel_pronoun(verb):
     return next((c for c in verb.children if c.dep_ in _CLAUSE_SUBJ and c.lower_ in _REL_PRONOUNS), None)
 
 
+def _antecedent(verb):
+    """What a relative clause is about: the noun it hangs on, except that "which" never refers to a person, so where
+    the parser hung it on a person named in an "of" phrase ("the blood of Jesus Christ, which is believed ...") it is
+    about the noun that phrase belongs to."""
+    head = verb.head
+    of = head.head
+    if (_rel_pronoun(verb).lower_ == "which" and head.ent_type_ == "PERSON" and head.dep_ == "pobj"
+            and of.lower_ == "of" and of.head.pos_ == "NOUN"):
+        return of.head
+    return head
+
+
 def _split_off_claim(kind: str, t, nested: set[int], past: bool) -> str:
     """The claim of one split-off part: its referent's core noun phrase, then (a form of "be" and) its phrase."""
     doc = t.doc
-    ref = _referent(t.head)
-    subj = _render(doc, _core(ref) - nested, whole=False)
+    ref = _referent(_antecedent(t) if kind == "relative" else t.head)
+    subj = _render(doc, _core(ref) - nested - _around(_sub(t), doc), whole=False)
     phrase = _sub(t) - nested
     for end in (min(phrase), max(phrase)):  # the brackets that set the part off are not part of it
         if doc[end].text in ("(", ")"):
