@@ -364,6 +364,21 @@ def test_gpus_asked_for_on_a_cluster_without_gpus_fail_at_once(cluster, slice4, 
         score_with_ray(slice4, tmp_path, methods=["ngram1_max"], num_gpus_per_actor=-1)
 
 
+def test_methods_that_ask_an_llm_are_refused_before_any_ray_work(slice4, tmp_path):
+    """The actors load no LLM: p_true (and any method that needs one) is refused with one line, before Ray starts and
+    before the output folder is made (until 2026-11-28 the actors failed with Ray's retry tracebacks)."""
+    from typer.testing import CliRunner
+
+    from halluscope.cli import app
+
+    with pytest.raises(ValueError, match="p_true, verbalized ask an LLM"):
+        score_with_ray(slice4, tmp_path / "out", methods=["ngram1_max", "p_true", "verbalized"])
+    res = CliRunner().invoke(app, ["score", str(tmp_path / "in.jsonl"), "--engine", "ray", "-m", "p_true", "-o",
+                                   str(tmp_path / "out")])
+    assert res.exit_code == 2 and "p_true asks an LLM" in " ".join(res.output.split()), res.output
+    assert not (tmp_path / "out").exists()
+
+
 def _python(code: str, tmp_path: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120,
                           env={**os.environ, "COLUMNS": "200"})

@@ -148,9 +148,16 @@ def _make_plan(output_dir, methods, detector_options, batch_tokens, shard_record
     """Validate the options here, before any Ray work (a Detector is cheap until its models are asked for)."""
     from ..pipeline import Detector
 
+    from ..engine import registry
+
     det = Detector(methods=methods, **detector_options)
     run_comb = det if needs_run_combination(det) else None
     actor_methods = [m for m in det.methods if not (run_comb is not None and m == "combination")]
+    asks = [m for m in actor_methods if "llm" in registry.spec(m).needs]
+    if asks:
+        one = len(asks) == 1
+        raise ValueError(f"{', '.join(asks)} {'asks' if one else 'ask'} an LLM, and the Ray actors load none: score "
+                         f"{'it' if one else 'them'} in one process (score --engine local)")
     if batch_tokens < 1 or shard_records < 1:
         raise ValueError("batch_tokens and shard_records must be at least 1")
     if num_actors is not None and num_actors < 1:
