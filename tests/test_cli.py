@@ -285,3 +285,23 @@ def test_submit_to_a_service_that_is_not_there(tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-1500:]
     assert f"cannot reach the service at http://127.0.0.1:{port}" in " ".join(r.stderr.split())
     assert r.stderr.count("record bad: field 'samples'") == 1
+
+
+def test_nli_evidence_is_checked_and_recorded_in_the_settings(tmp_path):
+    """--nli-evidence takes 'sample' or a count of 1 or more: 'foo' was int()'s message, and 0 or -2 scored with no
+    premise at all ("It is in Peru." went from nli 0.995 to 0.348); the run's settings name the evidence and the
+    NLI precision, so runs with other values can be told apart."""
+    from halluscope import Detector
+    from halluscope.cli.common import example_path
+
+    src = tmp_path / "one.jsonl"
+    src.write_text(example_path().read_text().splitlines()[0] + "\n")
+    for bad in ("foo", "0", "-2"):
+        res = runner.invoke(app, ["score", str(src), "-m", "nli", "--nli-evidence", bad])
+        assert res.exit_code == 2, res.output
+        assert f"must be 'sample' or a number of closest sample sentences, 1 or more; got '{bad}'" in " ".join(
+            res.output.split())
+    rec = json.loads(src.read_text())
+    rec["samples"] = rec["samples"][:2]
+    settings = Detector(methods=["nli"], nli_evidence="2").score([rec]).settings
+    assert (settings["nli_evidence"], settings["nli_precision"]) == (2, "fp32")

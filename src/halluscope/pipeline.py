@@ -152,6 +152,9 @@ class Detector:
             raise ValueError(f"sentence_split must be 'parser' or 'rule', got {self.sentence_split!r}")
         if self.combination_stats not in ("packaged", "run"):
             raise ValueError(f"combination_stats must be 'packaged' or 'run', got {self.combination_stats!r}")
+        from .scorers.nli import check_evidence
+
+        self.nli_evidence = check_evidence(self.nli_evidence)
         self.methods = parse_methods(self.methods)
         base = [m for m in self.methods if m not in COMBINERS]
         self._learned = self._calibrated = None
@@ -359,6 +362,8 @@ class Detector:
             "precision": enc.precision if enc else None,
             "sentence_split": self.sentence_split if any(m.startswith("ngram") for m in self.base_methods) else None,
             "nli": nli.name if nli else None,
+            "nli_precision": getattr(nli, "precision", None) if nli else None,
+            "nli_evidence": self.nli_evidence if nli else None,
             "seconds": round(seconds, 3),
             "scorer_seconds": {k: round(v, 3) for k, v in self.timings.items()},
             "resumed": resumed,

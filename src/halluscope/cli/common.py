@@ -47,8 +47,9 @@ err = Console(stderr=True)
 
 def say(message, label: str = "error:", style: str = "red") -> None:
     """``label`` in colour, then ``message`` on stderr as plain text: not markup, so a message such as "pip install
-    'halluscope[llm]'" or a field "samples[abc]" is printed exactly as written."""
-    err.print(Text.assemble((label, style), " ", str(message)), highlight=False)
+    'halluscope[llm]'" or a field "samples[abc]" is printed exactly as written, on one line (not folded at 80
+    columns where stderr is not a terminal, so a log or a pipeline reads it whole)."""
+    err.print(Text.assemble((label, style), " ", str(message)), highlight=False, soft_wrap=True)
 
 
 MethodsOpt = typer.Option(None, "--methods", "-m", help="Comma-separated method names ('ngram' = every n-gram "
@@ -110,10 +111,9 @@ def _detector(methods, encoder, layer, nli, baseline=None, combine=None, precisi
     from ..pipeline import Detector
 
     try:
-        ev = nli_evidence if nli_evidence == "sample" else int(nli_evidence)
         return Detector(methods=methods, encoder=encoder, layer=layer, nli=nli, bertscore_baseline=baseline,
                         combine=combine, precision=precision, sentence_split=split, learned=learned,
-                        nli_evidence=ev, nli_precision=nli_precision, claims=claims)
+                        nli_evidence=nli_evidence, nli_precision=nli_precision, claims=claims)
     except ValueError as e:
         say(e)
         raise typer.Exit(2)
@@ -349,8 +349,8 @@ def _parse_range(s: Optional[str]) -> Optional[list[int]]:
 
 def fails(fn):
     """Decorator of a command: a library error (ValueError, incl. a bad record; OSError, incl. a missing file; a
-    server that never answered) ends
-    the command with one line on stderr and exit code 2, instead of a traceback."""
+    server that never answered; an optional extra that is not installed, ImportError) ends the command with one
+    line on stderr and exit code 2, instead of a traceback."""
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
@@ -358,7 +358,7 @@ def fails(fn):
 
         try:
             return fn(*args, **kwargs)
-        except (ValueError, OSError, UnreachableError) as e:
+        except (ValueError, OSError, UnreachableError, ImportError) as e:
             say(e)
             raise typer.Exit(2)
 

@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from ..io import json_safe
+from ..scorers.nli import check_evidence
 from ..types import RecordError
 from .common import (
     CacheOpt,
@@ -92,7 +93,7 @@ def score(
     model)."""
     options = {k: v for k, v in dict(
         methods=methods, encoder=encoder, layer=layer, precision=precision, sentence_split=split, nli=nli,
-        nli_evidence=nli_evidence if nli_evidence == "sample" else int(nli_evidence), nli_precision=nli_precision,
+        nli_evidence=check_evidence(nli_evidence), nli_precision=nli_precision,
         bertscore_baseline=str(baseline) if baseline else None, combine=combine, qa_stages=_qa_stages(qa_stage),
         method_options=_method_options(method_option)).items() if v or k not in ("qa_stages", "method_options")}
     if engine != "local":

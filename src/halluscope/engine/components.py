@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..scorers.graph import GRAPH_METHODS
+from ..scorers.nli import check_evidence
 
 # the NLI graph scores: their pure functions and method declarations live in scorers/graph.py and scorers/kle.py
 GRAPH_COMPONENTS = (*GRAPH_METHODS, "kle")
@@ -130,7 +131,7 @@ class ComponentScorer:
                  judges: dict | None = None, nli_evidence: int | str = 2, llm=None, method_options: dict | None = None):
         self.judges = dict(judges or {})
         self.llm, self.method_options = llm, method_options  # for engine methods that need an LLM (p_true, ...)
-        self.nli_evidence = nli_evidence  # selfcheck_nli's premise: k closest sample sentences, or "sample"
+        self.nli_evidence = check_evidence(nli_evidence)  # selfcheck_nli's premise: k closest sentences, or "sample"
         problems = uncomputable(components, self.judges, llm)
         if problems:
             raise ValueError("cannot compute the components " + "; ".join(f"{c}: {why}" for c, why in problems.items()))

@@ -41,6 +41,18 @@ def contradiction_share(p: np.ndarray) -> np.ndarray:
     return p[..., 2] / np.clip(p[..., 0] + p[..., 2], 1e-12, None)
 
 
+def check_evidence(k: int | str) -> int | str:
+    """An NLI evidence setting as :func:`evidence_premises` reads it: ``"sample"`` (the whole sample) or the number
+    of closest sample sentences, 1 or more (an integer, or its digits as text, as a command line gives it)."""
+    if k == "sample":
+        return k
+    n = k if isinstance(k, int) and not isinstance(k, bool) else int(k) if str(k).strip().isdigit() else None
+    if n is None or n < 1:
+        raise ValueError(f"nli_evidence (--nli-evidence) must be 'sample' or a number of closest sample sentences, "
+                         f"1 or more; got {k!r}")
+    return n
+
+
 def evidence_premises(encoder, sentences: list[tuple[str, ...]], samples: list[tuple[str, ...]],
                       k: int | str = 2) -> list[list[list[str]]]:
     """Premises per record, sentence and sample: ``[record][sentence][sample]``. With an integer ``k`` each premise
