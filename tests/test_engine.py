@@ -27,9 +27,14 @@ def test_methods_json_lists_every_method_of_both_levels():
     assert rows["probability"]["level"] == "combiner" and rows["probability"]["bounded"]
     for name, row in rows.items():
         assert set(row["needs"]) <= set(NEEDS), name
-        if row["level"] != "combiner":
-            assert row["source"] and row["formula"], name
+        assert row["source"] and row["formula"] and "claims" in row, name  # the combiners' too (until 2026-11-28)
     assert not rows["ngram1_max"]["bounded"] and "llm" in rows["prompt"]["needs"]
+    levels = [x["level"] for x in json.loads(r.output)]  # grouped by level, names in order within each
+    assert levels == sorted(levels, key=["sentence", "response", "combiner"].index)
+    assert [n for n, x in rows.items() if x["level"] == "response"] == sorted(
+        n for n, x in rows.items() if x["level"] == "response")
+    table = CliRunner().invoke(app, ["methods"], env={"COLUMNS": "250"}).output
+    assert "answer score" in table and "(SelfCheckGPT (Manakul et al. 2023) §5.4)" in table
 
 
 def test_response_and_sentence_methods_in_one_run_share_each_nli_pair_and_text(detector_models):

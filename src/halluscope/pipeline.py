@@ -45,6 +45,25 @@ def method_summary(name: str) -> str:
     return sp.formula if sp else ""
 
 
+COMBINER_SOURCES = {
+    "combination": "SelfCheckGPT (Manakul et al. 2023) §5.4",
+    "learned": "halluscope: logistic regression fitted on WikiBio passages 0-118 (train-learned)",
+    "probability": "halluscope: Platt 1999 scaling with the sample count as a covariate (calibrate)",
+}
+_LEVEL_ORDER = {"sentence": 0, "response": 1, "combiner": 2}
+
+
+def method_rows() -> list[dict]:
+    """What ``halluscope methods`` lists: every registered method and the combiners, each as a dict (name, level,
+    needs, bounded, source, formula, aggregate: how its sentence scores reach the answer, claims), grouped by level
+    (sentence, response, combiner) and in name order within a level."""
+    rows = [sp.to_dict() for sp in registry.specs().values()]
+    rows += [{"name": n, "level": "combiner", "needs": [], "bounded": n != "combination", "source": COMBINER_SOURCES[n],
+              "formula": f, "aggregate": "calibrated" if n == "probability" else "mean", "claims": True}
+             for n, f in COMBINERS.items()]
+    return sorted(rows, key=lambda r: (_LEVEL_ORDER[r["level"]], r["name"]))
+
+
 def available_methods() -> list[str]:
     """Every method name the detector accepts: the registry's methods, then the combiners."""
     return [*registry.specs(), *COMBINERS]

@@ -303,20 +303,20 @@ def report(
 @app.command("methods")
 @fails
 def list_methods(as_json: bool = typer.Option(False, "--json", help="Print the registry as JSON.")):
-    """Every method in the registry: level, what it needs, bounded or raw, how it reaches the response, source."""
-    from ..engine.registry import specs
-    from ..pipeline import COMBINERS
+    """Every method in the registry and the combiners, by level: what each needs, bounded or raw, how its sentence
+    scores reach the answer's score, formula and source."""
+    from rich.text import Text
 
-    rows = [sp.to_dict() for sp in specs().values()]
-    rows += [{"name": n, "level": "combiner", "needs": [], "bounded": n != "combination", "source": "", "formula": f,
-              "aggregate": "mean"} for n, f in COMBINERS.items()]
+    from ..pipeline import method_rows
+
+    rows = method_rows()
     if as_json:
         print(json.dumps(rows, indent=1))
         return
-    t = Table("method", "level", "needs", "bounded", "response", "formula / source")
+    t = Table("method", "level", "needs", "bounded", "answer score", "formula (source)")
     for r in rows:
         t.add_row(r["name"], r["level"], ", ".join(r["needs"]), "yes" if r["bounded"] else "raw",
-                  r["aggregate"] or "-", r["formula"] + (f" [dim]({r['source']})[/]" if r["source"] else ""))
+                  r["aggregate"] or "itself", Text.assemble(r["formula"], (f" ({r['source']})", "dim")))
     console.print(t)
 
 
