@@ -5,7 +5,19 @@ from .cache import GenerationCache
 from .sampler import Draw, RateLimiter, Sampler
 
 __all__ = ["Backend", "Generation", "GenParams", "LLMError", "TokenLogprob", "GenerationCache", "Draw",
-           "RateLimiter", "Sampler", "make_backend"]
+           "RateLimiter", "Sampler", "make_backend", "OpenAIBackend", "LlamaCppBackend", "TransformersBackend"]
+
+_BACKENDS = {"OpenAIBackend": "http", "LlamaCppBackend": "local", "TransformersBackend": "local"}
+
+
+def __getattr__(name: str):
+    """The three backends, imported when first asked for (``from halluscope.llm import OpenAIBackend``), so that
+    importing this package loads neither httpx's client nor llama.cpp."""
+    if name in _BACKENDS:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_BACKENDS[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 DEFAULT_TEMPLATE_COMPLETIONS = "Question: {prompt}\nAnswer:"
 
