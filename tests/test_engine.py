@@ -260,3 +260,21 @@ def test_calibration_without_its_components_names_the_record_and_the_missing_met
     calibration.apply([it], cal)
     assert 0 <= it.passage_scores["probability"] <= 1
     assert it.flags["sentences"] == [it.sentence_scores["probability"][0] >= 0.5]
+
+
+def test_method_options_name_keys_the_method_takes():
+    """A key a method does not take is an error naming what it takes (until 2026-11-28 `--method-option
+    nli.foo=1` was accepted and ignored); each method's options are listed by `halluscope methods --json`."""
+    from halluscope import Detector
+
+    with pytest.raises(ValueError, match="method option nli.foo: nli takes no options"):
+        Detector(methods=["nli"], method_options={"nli": {"foo": 1}})
+    with pytest.raises(ValueError, match="p_true.kk: p_true takes template, top_logprobs, k, max_ideas, max_tokens"):
+        Detector(methods=["p_true"], method_options={"p_true": {"k": 3, "kk": 1}})
+    assert Detector(methods=["p_true"], method_options={"p_true": {"k": 3}}).method_options == {"p_true": {"k": 3}}
+    from halluscope.cli.common import example_path
+
+    res = CliRunner().invoke(app, ["score", str(example_path()), "-m", "nli", "--method-option", "nli.foo=1"])
+    assert res.exit_code == 2 and "nli takes no options" in res.output, res.output
+    rows = {x["name"]: x for x in json.loads(CliRunner().invoke(app, ["methods", "--json"]).output)}
+    assert rows["judge_panel"]["options"] == ["judges", "combine"] and rows["nli"]["options"] == []

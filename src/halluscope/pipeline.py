@@ -64,6 +64,17 @@ def method_rows() -> list[dict]:
     return sorted(rows, key=lambda r: (_LEVEL_ORDER[r["level"]], r["name"]))
 
 
+def check_method_options(options: dict | None) -> None:
+    """``Detector(method_options=...)``: each method named takes each key given (its ``MethodSpec.options``), so a
+    misspelt key is an error, not a setting silently left out."""
+    for name, opts in (options or {}).items():
+        sp = registry.spec(name)
+        unknown = sorted(set(opts or {}) - set(sp.options))
+        if unknown:
+            takes = f"takes {', '.join(sp.options)}" if sp.options else "takes no options"
+            raise ValueError(f"method option {name}.{unknown[0]}: {name} {takes}")
+
+
 def available_methods() -> list[str]:
     """Every method name the detector accepts: the registry's methods, then the combiners."""
     return [*registry.specs(), *COMBINERS]
@@ -174,6 +185,7 @@ class Detector:
         from .scorers.nli import check_evidence
 
         self.nli_evidence = check_evidence(self.nli_evidence)
+        check_method_options(self.method_options)
         self.methods = parse_methods(self.methods)
         base = [m for m in self.methods if m not in COMBINERS]
         self._learned = self._calibrated = None

@@ -58,6 +58,7 @@ class MethodSpec:
     aggregate: str | None = "mean"
     group: str = ""  # methods of one group are computed in one pass (one build per run)
     claims: bool = False  # a sentence method that scores any short standalone text, so also claims (claims.py)
+    options: tuple[str, ...] = ()  # the keys it takes in Detector(method_options={name: {...}})
 
     def __post_init__(self) -> None:
         if self.level not in LEVELS:
@@ -73,6 +74,7 @@ class MethodSpec:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["needs"] = list(self.needs)
+        d["options"] = list(self.options)
         d.pop("group")
         return d
 

@@ -107,7 +107,8 @@ def _register() -> None:
     register(MethodSpec("judge_panel", level="response", needs=("llm",), bounded=True, aggregate=None,
                         source="uqlm LLMPanel (Bouchard & Chauhan 2025); verdict judge: Chen & Mueller 2023",
                         formula="1 - the mean (or majority vote) of several LLM judges' confidences (verdict, "
-                                "Likert, continuous by default; any backends); NaN when no judge gave a verdict"),
+                                "Likert, continuous by default; any backends); NaN when no judge gave a verdict",
+                        options=("judges", "combine")),
              build=_build)
 
 

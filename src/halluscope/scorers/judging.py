@@ -219,6 +219,14 @@ def method_options(art, name: str) -> dict:
     return dict((art.option("method_options") or {}).get(name) or {})
 
 
+def option_names(make: Callable) -> tuple[str, ...]:
+    """The keyword options of a judge's constructor ``make(llm, **options)``: its parameters after the first."""
+    import inspect
+
+    params = list(inspect.signature(make).parameters.values())[1:]
+    return tuple(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+
+
 def register_judge(name: str, make: Callable, describe: Callable, source: str, formula: str) -> None:
     """Register a response-level judge method of the engine on the run's LLM: ``make(llm, **method_options)``
     builds the judge (``judge(pairs) -> [Verdict]``), ``describe(judge, options)`` the run's description of it."""
@@ -230,7 +238,7 @@ def register_judge(name: str, make: Callable, describe: Callable, source: str, f
         return JudgeMethod(name, lambda items: judge.judge(question_answer(items)), describe(judge, opts))
 
     register(MethodSpec(name, level="response", needs=("llm",), bounded=True, aggregate=None, source=source,
-                        formula=formula), build=build)
+                        formula=formula, options=option_names(make)), build=build)
 
 
 class JudgeMethod:

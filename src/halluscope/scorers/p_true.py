@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 import re
 
-from .judging import JudgeMethod, Verdict, method_options, question_answer
+from .judging import JudgeMethod, Verdict, method_options, option_names, question_answer
 from ..llm.base import GenParams, LLMError, TokenLogprob
 
 PTRUE_TEMPLATE = ("Question: {question}\nHere are some brainstormed ideas: {ideas}\nProposed Answer: {answer}\n"
@@ -140,7 +140,8 @@ def _register() -> None:
                                "with brainstormed samples)",
                         formula="1 - P(True): the LLM's probability of '(A) True' after 'Is the proposed answer: (A) "
                                 "True (B) False', normalized over the True/False tokens of its top log-probs (else the "
-                                "share of True among k sampled verdicts); NaN when neither is found"),
+                                "share of True among k sampled verdicts); NaN when neither is found",
+                        options=option_names(PTrue.__init__)[1:]),  # after self and the sampler
              build=_build)
 
 
