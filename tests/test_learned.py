@@ -31,6 +31,12 @@ def test_fit_save_load_and_score_one_record_alone(tmp_path, wikibio):
 def test_packaged_model_and_train_command(tmp_path, wikibio):
     packaged = LearnedCombination.load()
     assert packaged.components == ["ngram1_max", "bertscore", "nli"] and "0-118" in packaged.trained_on
+    import inspect
+
+    from halluscope.cli.train import train_learned
+
+    default = inspect.signature(train_learned).parameters["components"].default.default  # the command's default
+    assert default.split(",") == packaged.components  # reproduces the packaged file (it was support,bertscore,nli)
     res = tmp_path / "res.jsonl"
     src = tmp_path / "lab.jsonl"
     src.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in wikibio[:30]))

@@ -33,7 +33,8 @@ def train_learned(
     results: Optional[list[Path]] = typer.Argument(None, help="Scored WikiBio results (.jsonl/.json from "
                                                    "`reproduce wikibio -o`) holding the components, merged by record "
                                                    "id when several; default: score the passages now."),
-    components: str = typer.Option("support,bertscore,nli", "--components", help="Component methods."),
+    components: str = typer.Option("ngram1_max,bertscore,nli", "--components", help="Component methods (the "
+                                   "default is the packaged file's)."),
     passages: str = typer.Option("0-118", "--passages", help="Training passages by position (default: the "
                                  "development half; never train on what you report)."),
     c: float = typer.Option(1.0, "--C", help="Inverse L2 regularization strength of the logistic regression."),
