@@ -118,6 +118,15 @@ def test_bad_input_names_record_and_field(server):
     assert httpx.post(server.url + "/v1/check", json=big, headers=h).status_code == 413
     with server.client() as c:
         assert c.results()["total"] == before  # nothing of a refused request was stored
+    r = httpx.post(server.url + "/v1/check", json={"prompt": "Who was Ada Lovelace?"}, headers=h)
+    assert r.status_code == 422 and "--llm" in r.json()["detail"][0]["message"]  # this server has no LLM
+    with server.client() as c:  # a stored answer of one sentence: its reviews' errors say what is wrong, once
+        uid = c.check(**{**SHORT[0], "id": "one-sentence"})["id"]
+    r = httpx.post(server.url + f"/v1/results/{uid}/reviews", json={"sentence": "x", "label": "accurate"}, headers=h)
+    assert r.status_code == 422 and r.json()["detail"] == [{"record": uid, "field": "sentence",
+                                                            "message": "must be an integer index or null"}]
+    r = httpx.post(server.url + f"/v1/results/{uid}/reviews", json={"sentence": 3, "label": "accurate"}, headers=h)
+    assert r.json()["detail"][0]["message"] == "index 3 out of range (the answer has 1 sentence: 0 to 0)"
 
 
 def test_jobs_progress_results_and_reviews(server, wikibio):
@@ -151,6 +160,18 @@ def test_metrics_and_docs(server):
     assert httpx.get(server.url + "/healthz").json() == {"status": "ok", "schema": "0001"}  # migrated schema
     docs = httpx.get(server.url + "/openapi.json").json()
     assert {"/v1/check", "/v1/jobs", "/v1/results", "/v1/stats"} <= set(docs["paths"])
+    # /docs can send requests: every POST that reads a body declares it, and the key schemes give an Authorize button
+    body = docs["paths"]["/v1/check"]["post"]["requestBody"]["content"]["application/json"]
+    assert body["schema"]["required"] == ["response", "samples"] and body["example"]["samples"]
+    assert "application/x-ndjson" in docs["paths"]["/v1/jobs"]["post"]["requestBody"]["content"]
+    assert all("requestBody" in docs["paths"][p]["post"] for p in ("/v1/results/{uid}/reviews", "/v1/keys"))
+    assert {"HTTPBearer", "APIKeyHeader"} <= set(docs["components"]["securitySchemes"])
+    assert {"HTTPBearer": []} in docs["paths"]["/v1/check"]["post"]["security"]
+    # a query parameter FastAPI refuses is the same 422 shape as any other bad input
+    for query, field in (("flagged=maybe", "flagged"), ("limit=-1", "limit")):
+        r = httpx.get(server.url + "/v1/results?" + query, headers=h)
+        assert r.status_code == 422 and r.json()["detail"][0].keys() == {"record", "field", "message"}
+        assert r.json()["detail"][0]["field"] == field
 
 
 def _fresh_db(db: str, request, tmp_path, name: str) -> str:
@@ -209,10 +230,25 @@ def test_rate_limit_and_client_retry(tmp_path):
         s.stop()
 
 
-def test_no_auth_only_on_loopback(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "halluscope", "serve", "--no-auth", "--host", "0.0.0.0", "--db",
-                        str(tmp_path / "x.db")], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 2 and "loopback" in r.stderr
+def test_no_auth_only_on_loopback_and_bad_settings_are_one_line_before_anything_is_written(tmp_path):
+    """--no-auth off loopback, an unknown method, a calibration file with no probability in it, and a database
+    server that is not there: each is one error line and exit 2 before "serving on" (until 2026-11-28 the last
+    three started serving and ended in a traceback), and no database file or admin key is made."""
+    def serve(*args):
+        r = subprocess.run([sys.executable, "-m", "halluscope", "serve", *args], capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 2 and "Traceback" not in r.stderr and "serving on" not in r.stderr, r.stderr
+        return r.stderr
+
+    db = str(tmp_path / "x.db")
+    assert "loopback" in serve("--no-auth", "--host", "0.0.0.0", "--db", db)
+    assert "unknown method 'nosuch'" in serve("--db", db, "-m", "nosuch")
+    (tmp_path / "empty.json").write_text("{}")
+    assert f"no calibrated probability in {tmp_path / 'empty.json'}" in serve("--db", db, "--calibration",
+                                                                             str(tmp_path / "empty.json"))
+    assert not (tmp_path / "x.db").exists()
+    out = serve("--db", "postgresql://hs@127.0.0.1:1/x")  # nothing listens on port 1
+    assert out.startswith("error: cannot open the database") and "Connection refused" in out.replace("\n", " ")
 
 
 def test_submit_command_and_async_client(server, wikibio, tmp_path):
@@ -241,15 +277,14 @@ def test_submit_command_and_async_client(server, wikibio, tmp_path):
 
 def test_calibrate_from_db_and_live_reload(db, request, tmp_path, wikibio):
     """Reviews -> `halluscope calibrate --from-db` (before/after by CV) -> the running server picks the new
-    calibration up, with no request lost while it reloads. Too few whole-answer reviews: no ensemble is fitted."""
+    calibration up, with no request lost while it reloads. The server starts before its --calibration file exists
+    (the packaged calibration until then), as on a first start. Too few whole-answer reviews: no ensemble."""
     import asyncio
-    import shutil
 
     from halluscope import calibration
     from halluscope.client import AsyncClient
 
     cal = tmp_path / "cal.json"
-    shutil.copy(calibration.packaged_path(), cal)
     dbf = _fresh_db(db, request, tmp_path, "c")
     s = Server(dbf, "--calibration", str(cal)).start()
     try:
@@ -266,9 +301,9 @@ def test_calibrate_from_db_and_live_reload(db, request, tmp_path, wikibio):
             for row in rows[:4]:  # whole answers too: exported as graded answers for `ensemble tune`
                 c.review(row["id"], None, "inaccurate" if sum(labels[row["record_id"]]) > 2 else "accurate")
         graded = tmp_path / "graded.jsonl"
+        assert not cal.exists()
         r = subprocess.run([sys.executable, "-m", "halluscope", "calibrate", "--from-db", dbf, "-o", str(cal),
-                            "--base", str(cal), "--graded-out", str(graded)], capture_output=True, text=True,
-                           timeout=300)
+                            "--graded-out", str(graded)], capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr
         rep = json.loads(next(x for x in r.stdout.splitlines() if x.startswith("{")))
         assert rep["sentences_reviewed"] == sum(len(v) for v in labels.values())

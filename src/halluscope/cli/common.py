@@ -75,8 +75,8 @@ NliOpt = typer.Option(None, "--nli", help="NLI model: 'halluscope-nli' (our pack
 
 
 NliPrecisionOpt = typer.Option("auto", "--nli-precision", help="NLI precision: auto (fp32 for halluscope-nli: the "
-                               "same on every CPU), fp32, int8 (faster, inexact: see BENCHMARKS.md), bf16 where "
-                               "native (2.5x faster, within about 0.02 of fp32 per pair).")
+                               "same on every CPU), fp32, int8 (1.3-1.5x faster, inexact), bf16 where the CPU has it "
+                               "(about 1.3x faster; single pairs move by up to 0.034). README and BENCHMARKS.md.")
 
 
 NliEvidenceOpt = typer.Option("3", "--nli-evidence", help="SelfCheck-NLI premise: the K sample sentences closest to "
@@ -99,7 +99,8 @@ QaStageOpt = typer.Option(None, "--qa-stage", help="STAGE=ID_OR_PATH: an MQAG st
 MethodOptionOpt = typer.Option(None, "--method-option", help="METHOD.KEY=VALUE: one setting of one method (VALUE "
                                 "read as JSON, else as text), e.g. judge_panel.combine=majority, "
                                 "'judge_panel.judges=[\"verdict\",\"likert\"]', p_true.samples=5; repeatable.")
-DataOpt = typer.Option(None, "--data", help="Data folder holding wikibio/ (default: $HALLUSCOPE_DATA or ../shared/data).")
+DataOpt = typer.Option(None, "--data", help="The data folder (wikibio/, sac3_nq_open/, questions/, nli/; default: "
+                       "$HALLUSCOPE_DATA or ../shared/data).")
 
 
 def example_path() -> Path:

@@ -23,6 +23,7 @@ def is_loopback(host: str) -> bool:
 def run(config: ServeConfig, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info") -> None:
     """Start the service (blocking). With auth on and no key in the database yet, an admin key is created and
     printed once to stderr. ``auth=False`` is refused unless ``host`` is a loopback address."""
+    import sqlalchemy as sa
     import uvicorn
 
     from .auth import ensure_admin_key
@@ -30,12 +31,16 @@ def run(config: ServeConfig, host: str = "127.0.0.1", port: int = 8000, log_leve
 
     if not config.auth and not is_loopback(host):
         raise ValueError(f"--no-auth is only allowed on a loopback address, not {host}")
-    engine = make_engine(config.db)
-    if config.auth:
-        key = ensure_admin_key(engine)
-        if key:
-            print(f"halluscope: first start: admin API key (shown once, keep it): {key}", file=sys.stderr, flush=True)
-    engine.dispose()
     safe = url_of(config.db).split("@")[-1]
+    try:
+        app = create_app(config)  # checks the methods and the calibration file: nothing is written before
+        engine = make_engine(config.db)
+        key = ensure_admin_key(engine) if config.auth else None
+        engine.dispose()
+    except sa.exc.OperationalError as e:  # a server that is not there, a refused login, a file it cannot open
+        reason = str(e.orig or e).strip().splitlines()[0]
+        raise ValueError(f"cannot open the database {safe}: {reason}") from None
+    if key:
+        print(f"halluscope: first start: admin API key (shown once, keep it): {key}", file=sys.stderr, flush=True)
     print(f"halluscope: serving on http://{host}:{port} (database {safe}; docs at /docs)", file=sys.stderr, flush=True)
-    uvicorn.run(create_app(config), host=host, port=port, log_level=log_level)
+    uvicorn.run(app, host=host, port=port, log_level=log_level)

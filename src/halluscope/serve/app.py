@@ -30,8 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi import Depends, FastAPI, HTTPException, Query, Request, Security
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.security import APIKeyHeader, HTTPBearer
 from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 
@@ -39,7 +41,7 @@ from ..types import Record, RecordError
 from . import store
 from .auth import ANONYMOUS_ADMIN, KeyStore, Principal, RateLimiter, create_key, list_keys, revoke_key
 from .metrics import Metrics
-from .worker import ScoringLoop
+from .worker import ScoringLoop, build
 
 STATIC = Path(__file__).parent / "static"
 
@@ -102,7 +104,36 @@ async def _too_large(send, limit: int) -> None:
 
 
 def _unprocessable(errors: list[RecordError]) -> HTTPException:
-    return HTTPException(422, detail=[{"record": e.record, "field": e.field, "message": str(e)} for e in errors])
+    return HTTPException(422, detail=[{"record": e.record, "field": e.field, "message": e.message} for e in errors])
+
+
+async def _invalid_parameter(request: Request, exc: RequestValidationError) -> JSONResponse:
+    """A query or path parameter FastAPI itself refused (``?flagged=maybe``, ``?limit=-1``): the same 422 shape as
+    every other bad input, ``{"record", "field", "message"}``."""
+    detail = [{"record": None, "field": str(e["loc"][-1]) if e.get("loc") else "request", "message": e["msg"]}
+              for e in exc.errors()]
+    return JSONResponse({"detail": detail}, status_code=422)
+
+
+# Request bodies as OpenAPI shows them (/docs): the handlers read the body themselves (JSON, JSON Lines or an
+# uploaded file) to name each bad record and field, so FastAPI cannot infer these.
+_TEXTS = {"type": "array", "items": {"type": "string"}}
+_RECORD = {"type": "object", "required": ["response", "samples"], "properties": {
+    "id": {"type": "string"}, "prompt": {"type": "string", "description": "alias: question"},
+    "response": {"type": "string"}, "samples": _TEXTS, "sentences": _TEXTS,
+    "tags": {"type": "object", "additionalProperties": {"type": "string"}}}}
+_EXAMPLE = {"prompt": "What is the capital of Australia?", "response": "Sydney is the capital of Australia.",
+            "samples": ["Canberra is the capital of Australia.", "The capital of Australia is Canberra."],
+            "tags": {"model": "my-llm"}}
+
+
+def _body(schema: dict, example: Any, jsonl: bool = False) -> dict:
+    content = {"application/json": {"schema": schema, "example": example}}
+    if jsonl:
+        content["application/x-ndjson"] = {"schema": {"type": "string", "description": "one record a line"}}
+        content["multipart/form-data"] = {"schema": {"type": "object", "properties": {
+            "file": {"type": "string", "format": "binary"}}}}
+    return {"requestBody": {"required": True, "content": content}}
 
 
 def _tags(tag: list[str] | None) -> dict[str, str]:
@@ -148,11 +179,17 @@ def _key_of(request: Request) -> str | None:
     return request.headers.get("x-api-key") or None
 
 
+_BEARER = HTTPBearer(auto_error=False, description="an API key (`halluscope keys create`, or the admin key printed "
+                                                       "on first start)")
+_KEY_HEADER = APIKeyHeader(name="X-API-Key", auto_error=False)
+
+
 def require(*scopes: str):
     """A dependency: the request's principal, which must hold one of ``scopes`` (401 without a valid key, 403
-    without the scope, 429 over the key's rate)."""
+    without the scope, 429 over the key's rate). The key is read from ``Authorization: Bearer`` or ``X-API-Key``
+    (both declared, so /docs has an Authorize button)."""
 
-    def dep(request: Request) -> Principal:
+    def dep(request: Request, _bearer: Any = Security(_BEARER), _header: Any = Security(_KEY_HEADER)) -> Principal:
         hs = _service(request)
         if not hs.config.auth:
             return ANONYMOUS_ADMIN
@@ -178,8 +215,6 @@ def create_app(config: ServeConfig) -> FastAPI:
     from ..pipeline import Detector
     from .db import make_engine
 
-    engine = make_engine(config.db)
-
     def make_detector(calibration, extra_methods=()):
         """The detector of ``config.methods``, also computing ``extra_methods`` (a tuned ensemble's components)
         without changing what ``combination`` averages."""
@@ -190,6 +225,8 @@ def create_app(config: ServeConfig) -> FastAPI:
         return Detector(methods=[*det.methods, *extra], calibration=calibration,
                         **{**config.detector_options, "combine": det.combine})
 
+    build(make_detector, config.calibration, say=False)  # the methods and calibration checked before any write
+    engine = make_engine(config.db)
     metrics = Metrics()
 
     @asynccontextmanager
@@ -217,6 +254,7 @@ def create_app(config: ServeConfig) -> FastAPI:
         metrics.request(getattr(route, "path", "other"), request.method, resp.status_code, time.perf_counter() - t)
         return resp
 
+    app.add_exception_handler(RequestValidationError, _invalid_parameter)
     app.include_router(api)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     return app
@@ -284,7 +322,8 @@ def _draw(hs: Service, body: dict) -> dict:
 
     if hs.config.llm is None:
         raise _unprocessable([RecordError(str(body.get("id") or 0), "samples", "missing, and this server has no LLM "
-                                          "to draw them (start it with --base-url/--model, or send samples)")])
+                                          "to draw them (start it with --llm, or --model/--base-url; or send "
+                                          "samples)")])
     prompt = body["prompt"]
     recs, errors = records_from_draws([prompt], hs.config.llm.draw([prompt], n=hs.config.samples))
     if errors:
@@ -292,7 +331,7 @@ def _draw(hs: Service, body: dict) -> dict:
     return {**recs[0].to_dict(), "id": body.get("id") or recs[0].id}
 
 
-@api.post("/v1/check", tags=["check"])
+@api.post("/v1/check", tags=["check"], openapi_extra=_body(_RECORD, _EXAMPLE))
 async def check(request: Request, who: Principal = Depends(require("submit"))):
     """Score one answer now and store it. Body: ``{"response", "samples", "prompt"?, "id"?, "sentences"?,
     "tags"?: {"model": ...}}``; with only ``prompt``, the server's LLM draws the response and the samples."""
@@ -317,7 +356,10 @@ async def check(request: Request, who: Principal = Depends(require("submit"))):
         raise HTTPException(422, detail=[{"record": rec.id, "field": "samples", "message": str(e)}])
 
 
-@api.post("/v1/jobs", status_code=202, tags=["jobs"])
+@api.post("/v1/jobs", status_code=202, tags=["jobs"], openapi_extra=_body(
+    {"oneOf": [{"type": "array", "items": _RECORD}, {"type": "object", "required": ["records"], "properties": {
+        "records": {"type": "array", "items": _RECORD}, "tags": _RECORD["properties"]["tags"]}}]},
+    {"records": [{k: v for k, v in _EXAMPLE.items() if k != "tags"}], "tags": {"model": "my-llm"}}, jsonl=True))
 async def create_job(request: Request, tag: list[str] | None = Query(None),
                      who: Principal = Depends(require("submit"))):
     """Many answers at once: a JSON list, ``{"records": [...], "tags": {...}}``, or JSONL (Content-Type
@@ -378,7 +420,10 @@ def result(uid: str, request: Request, _: Principal = Depends(require(*READ))):
     return _or_404(store.get_result(_service(request).engine, uid), f"result {uid}")
 
 
-@api.post("/v1/results/{uid}/reviews", status_code=201, tags=["review"])
+@api.post("/v1/results/{uid}/reviews", status_code=201, tags=["review"], openapi_extra=_body(
+    {"type": "object", "required": ["label"], "properties": {
+        "sentence": {"type": ["integer", "null"], "description": "the sentence's index; null: the whole answer"},
+        "label": {"type": "string", "enum": list(store.LABELS)}}}, {"sentence": 0, "label": "inaccurate"}))
 async def review(uid: str, request: Request, who: Principal = Depends(require("review"))):
     """Mark one sentence (``{"sentence": i, "label": "accurate"|"inaccurate"}``) or, with ``"sentence": null``,
     the whole answer. Stored with the reviewer's key name and the time."""
@@ -411,7 +456,10 @@ def stats(request: Request, since: str | None = None, until: str | None = None, 
         raise HTTPException(422, detail=[{"record": None, "field": "bucket", "message": str(e)}])
 
 
-@api.post("/v1/keys", status_code=201, tags=["admin"])
+@api.post("/v1/keys", status_code=201, tags=["admin"], openapi_extra=_body(
+    {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}, "scopes": {
+        "type": "array", "items": {"type": "string", "enum": ["submit", "review", "admin"]}}}},
+    {"name": "team-a", "scopes": ["submit", "review"]}))
 async def new_key(request: Request, _: Principal = Depends(require("admin"))):
     """Create a key: ``{"name": "...", "scopes": ["submit", "review"]}``; the key is in this answer only."""
     body = await _json_body(request)

@@ -120,7 +120,7 @@ def make_engine(db: str | Path | None = None) -> sa.Engine:
         try:
             import psycopg  # noqa: F401
         except ImportError as e:
-            raise RuntimeError("PostgreSQL needs the psycopg driver: pip install 'halluscope[postgres]'") from e
+            raise ImportError("PostgreSQL needs the psycopg driver: pip install 'halluscope[postgres]'") from e
     if url.startswith("sqlite:///"):
         Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
     engine = sa.create_engine(url, pool_pre_ping=True)

@@ -181,7 +181,8 @@ def add_review(engine: sa.Engine, uid: str, sentence: int | None, label: str, re
         if r is None:
             raise LookupError(uid)
         if sentence is not None and not 0 <= sentence < r.n_sentences:
-            raise ValueError(f"sentence: index {sentence} out of range (the answer has {r.n_sentences} sentences)")
+            raise ValueError(f"sentence: index {sentence} out of range (the answer has {r.n_sentences} sentence"
+                             f"{'' if r.n_sentences == 1 else 's'}: 0 to {r.n_sentences - 1})")
         t = now()
         c.execute(reviews.insert().values(result_id=r.id, sentence=sentence, label=label, reviewer=reviewer,
                                           created_at=t))

@@ -40,6 +40,19 @@ class CheckRequest:
     future: Future = dataclasses.field(default_factory=Future)
 
 
+def build(make_detector: Callable[[str | None, tuple], Any], calibration: str | None, say: bool = True):
+    """The detector and the tuned ensemble (or None) of the calibration file as it is now: the packaged
+    calibration while a watched file does not exist yet (it is picked up when it appears; ``say``: log that)."""
+    from .ensemble import engine_name, load
+
+    path = calibration if calibration and os.path.exists(calibration) else None
+    if calibration and path is None and say:
+        log.warning("no calibration file %s yet: the packaged calibration is served until it appears", calibration)
+    ens = load(path)
+    extra = tuple(engine_name(c) for c in ens.components) if ens else ()
+    return make_detector(path, extra), ens
+
+
 class ScoringLoop:
     """``submit`` a record, get a Future of its stored result; jobs are picked up from the database."""
 
@@ -183,12 +196,7 @@ class ScoringLoop:
         self._wake.set()
 
     def _build(self):
-        """The detector and the tuned ensemble (or None) of the calibration file as it is now."""
-        from .ensemble import engine_name, load
-
-        ens = load(self.calibration)
-        extra = tuple(engine_name(c) for c in ens.components) if ens else ()
-        return self.make_detector(self.calibration, extra), ens
+        return build(self.make_detector, self.calibration)
 
     def _maybe_reload(self) -> None:
         m = self._calibration_mtime()
