@@ -381,6 +381,14 @@ def test_train_nli_end_to_end_on_a_tiny_slice(tmp_path, data_dir):
     assert len(parts) == 3 and max(p.stat().st_size for p in parts) <= 16_000_000
     assert not (tmp_path / "cont" / "model_parts" / "model.safetensors").exists()
     pkg = package_model(tmp_path / "cont" / "model_parts", tmp_path / "pkg")
+    from typer.testing import CliRunner
+
+    from halluscope.cli import app
+
+    res = CliRunner().invoke(app, ["train-nli", "--package", str(tmp_path / "cont" / "model_parts"), "--out",
+                                   str(tmp_path / "pkg2")])  # --out: not the installed package's model
+    assert res.exit_code == 0 and "written:" in res.output and "default NLI" not in res.output, res.output
+    assert (tmp_path / "pkg2" / "MODEL_CARD.md").read_text() == (pkg / "MODEL_CARD.md").read_text()
     whole = (tmp_path / "cont" / "model" / "model.safetensors").read_bytes()
     assert (pkg / "model.safetensors").read_bytes() == whole and not list(pkg.glob("*.part*"))
     card = (pkg / "MODEL_CARD.md").read_text()

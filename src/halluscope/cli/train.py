@@ -113,7 +113,7 @@ def evaluate_nli_cmd(
 @fails
 def train_nli_cmd(
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output folder: mixture, checkpoints, and model/ at "
-                                       "the end (required unless --package)."),
+                                       "the end; with --package, the folder the model and its card go to."),
     data: Optional[Path] = typer.Option(None, "--data", help="The data/nli folder (default: <data>/nli)."),
     base: str = typer.Option("minilm", "--base", help="Base encoder: 'minilm' or a Hugging Face id / local path."),
     seed: int = typer.Option(0, "--seed"),
@@ -151,7 +151,8 @@ def train_nli_cmd(
     part_mb: float = typer.Option(0, "--part-mb", help="Also write OUT/model_parts: the weights in files of at "
                                   "most this many MB, to move them off a leased machine; --package joins them."),
     package: Optional[Path] = typer.Option(None, "--package", help="Instead of training: copy this exported model "
-                                           "folder into the package as the default NLI and write its model card."),
+                                           "folder (parts joined) and write its model card, to --out; without --out "
+                                           "into the installed package, replacing its default NLI model."),
     evaluation: Optional[Path] = typer.Option(None, "--evaluation", help="With --package: the JSON of "
                                               "`halluscope evaluate-nli --json` for the card's metrics table."),
 ):
@@ -164,7 +165,10 @@ def train_nli_cmd(
     if package:
         from ..models.nli_train import package_model
 
-        return print(package_model(package, evaluation=json.loads(evaluation.read_text()) if evaluation else None))
+        dest = package_model(package, out, evaluation=json.loads(evaluation.read_text()) if evaluation else None)
+        say(f"{dest} (the model and its card{'' if out else '; the default NLI model of this installation now'})",
+            "written:", "green")
+        return
     if out is None:
         say("--out is required (the folder the training writes to)")
         raise typer.Exit(2)
