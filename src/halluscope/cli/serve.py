@@ -119,6 +119,7 @@ def keys_create(name: str = typer.Argument(...), scopes: str = typer.Option("sub
 @keys_app.command("list")
 @fails
 def keys_list(db: Optional[str] = DbOpt):
+    """List the keys: id, name, the key's first characters, scopes, active or revoked (never the key itself)."""
     from ..serve.auth import list_keys
     from ..serve.db import make_engine
 
@@ -129,7 +130,10 @@ def keys_list(db: Optional[str] = DbOpt):
 
 @keys_app.command("revoke")
 @fails
-def keys_revoke(key_id: int = typer.Argument(...), db: Optional[str] = DbOpt):
+def keys_revoke(key_id: int = typer.Argument(..., help="The key's id, as `keys list` shows it."),
+                db: Optional[str] = DbOpt):
+    """Revoke a key: requests with it get 401 (a running service notices within 30 s; at once through DELETE
+    /v1/keys/{id})."""
     from ..serve.auth import revoke_key
     from ..serve.db import make_engine
 
