@@ -372,7 +372,7 @@ def test_methods_that_ask_an_llm_are_refused_before_any_ray_work(slice4, tmp_pat
     from halluscope.cli import app
 
     with pytest.raises(ValueError, match="p_true, verbalized ask an LLM"):
-        score_with_ray(slice4, tmp_path / "out", methods=["ngram1_max", "p_true", "verbalized"])
+        score_with_ray(slice4, tmp_path / "out", methods=["ngram1_max", "p_true", "verbalized", "combination"])
     res = CliRunner().invoke(app, ["score", str(tmp_path / "in.jsonl"), "--engine", "ray", "-m", "p_true", "-o",
                                    str(tmp_path / "out")])
     assert res.exit_code == 2 and "p_true asks an LLM" in " ".join(res.output.split()), res.output
