@@ -109,6 +109,15 @@ def evaluate_nli_cmd(
     console.print(t)
 
 
+def _package_nli(model: Path, out: Optional[Path], evaluation: Optional[Path]) -> None:
+    """``train-nli --package``: the model and its card to ``out``, else into the installed package."""
+    from ..models.nli_train import package_model
+
+    dest = package_model(model, out, evaluation=json.loads(evaluation.read_text()) if evaluation else None)
+    say(f"{dest} (the model and its card{'' if out else '; the default NLI model of this installation now'})",
+        "written:", "green")
+
+
 @app.command("train-nli")
 @fails
 def train_nli_cmd(
@@ -163,12 +172,7 @@ def train_nli_cmd(
     from ..models.nli_train import train_nli
 
     if package:
-        from ..models.nli_train import package_model
-
-        dest = package_model(package, out, evaluation=json.loads(evaluation.read_text()) if evaluation else None)
-        say(f"{dest} (the model and its card{'' if out else '; the default NLI model of this installation now'})",
-            "written:", "green")
-        return
+        return _package_nli(package, out, evaluation)
     if out is None:
         say("--out is required (the folder the training writes to)")
         raise typer.Exit(2)
