@@ -276,5 +276,7 @@ def test_method_options_name_keys_the_method_takes():
 
     res = CliRunner().invoke(app, ["score", str(example_path()), "-m", "nli", "--method-option", "nli.foo=1"])
     assert res.exit_code == 2 and "nli takes no options" in res.output, res.output
+    res = CliRunner().invoke(app, ["check", "Who was Ada Lovelace?", "-m", "p_true", "--method-option", "p_true.kk=1"])
+    assert res.exit_code == 2 and "p_true.kk: p_true takes" in res.output, res.output  # before any draw
     rows = {x["name"]: x for x in json.loads(CliRunner().invoke(app, ["methods", "--json"]).output)}
     assert rows["judge_panel"]["options"] == ["judges", "combine"] and rows["nli"]["options"] == []

@@ -377,6 +377,14 @@ def test_methods_that_ask_an_llm_are_refused_before_any_ray_work(slice4, tmp_pat
                                    str(tmp_path / "out")])
     assert res.exit_code == 2 and "p_true asks an LLM" in " ".join(res.output.split()), res.output
     assert not (tmp_path / "out").exists()
+    # the MQAG methods ask none when every stage is given a model (the plan is made; Ray itself is not started)
+    from halluscope.scale.ray_batch import _make_plan
+
+    stages = {k: "paper" for k in ("g1", "g2", "a", "u")}
+    plan = _make_plan(tmp_path / "out", ["qa_bayes"], {"qa_stages": stages}, 1000, 10, None, None, None, None)
+    assert plan.detector_kwargs["methods"] == ["qa_bayes"]
+    with pytest.raises(ValueError, match="qa_bayes asks an LLM"):
+        _make_plan(tmp_path / "out", ["qa_bayes"], {"qa_stages": {"g1": "paper"}}, 1000, 10, None, None, None, None)
 
 
 def _python(code: str, tmp_path: Path) -> subprocess.CompletedProcess:

@@ -162,7 +162,9 @@ def test_metrics_and_docs(server):
     assert {"/v1/check", "/v1/jobs", "/v1/results", "/v1/stats"} <= set(docs["paths"])
     # /docs can send requests: every POST that reads a body declares it, and the key schemes give an Authorize button
     body = docs["paths"]["/v1/check"]["post"]["requestBody"]["content"]["application/json"]
-    assert body["schema"]["required"] == ["response", "samples"] and body["example"]["samples"]
+    record, prompt_only = body["schema"]["oneOf"]
+    assert record["required"] == ["response", "samples"] and prompt_only["required"] == ["prompt"]
+    assert body["example"]["samples"]
     assert "application/x-ndjson" in docs["paths"]["/v1/jobs"]["post"]["requestBody"]["content"]
     assert all("requestBody" in docs["paths"][p]["post"] for p in ("/v1/results/{uid}/reviews", "/v1/keys"))
     assert {"HTTPBearer", "APIKeyHeader"} <= set(docs["components"]["securitySchemes"])
@@ -517,3 +519,24 @@ def test_jsonl_file_upload_and_streamed_oversize(tmp_path, wikibio):
             assert c.results()["total"] == 2  # the refused body left nothing behind
     finally:
         s.stop()
+
+
+def test_a_watched_calibration_file_is_picked_up_when_it_appears_and_kept_when_it_goes(tmp_path):
+    """The scoring loop's calibration (no server needed: the detector factory records what it was given): the
+    packaged calibration while the watched file does not exist yet, the file once it appears, and, once it has been
+    served, the same configuration when the file is removed (a writer may remove it before writing it again)."""
+    import os
+    import shutil
+
+    from halluscope import calibration
+    from halluscope.serve.worker import ScoringLoop
+
+    cal = tmp_path / "cal.json"
+    loop = ScoringLoop(None, lambda path, extra: ("detector of", path), str(cal))
+    assert loop.detector == ("detector of", None) and loop.reloads == 0  # the packaged calibration
+    shutil.copy(calibration.packaged_path(), cal)
+    loop._maybe_reload()
+    assert loop.detector == ("detector of", str(cal)) and loop.reloads == 1
+    os.remove(cal)
+    loop._maybe_reload()
+    assert loop.detector == ("detector of", str(cal)) and loop.reloads == 1  # kept, not the packaged one

@@ -168,6 +168,8 @@ def tidy(text: str) -> str:
     s = re.sub(r"\s+", " ", text).strip()
     if s.count('"') % 2:  # a lone quotation mark (one in the text itself): dropped before the spacing is tidied
         s = s.replace('"', "", 1) if s.startswith('"') else s[::-1].replace('"', "", 1)[::-1]
+    if s.count("\u201c") != s.count("\u201d"):  # curly marks that do not pair up: none kept
+        s = s.replace("\u201c", "").replace("\u201d", "")
     s = re.sub(r"\(\s*\)", "", s)
     s = re.sub(r"\(\s+", "(", s)
     s = re.sub(r"\s+([,.;:!?)])", r"\1", s)

@@ -59,15 +59,28 @@ def method_rows() -> list[dict]:
     (sentence, response, combiner) and in name order within a level."""
     rows = [sp.to_dict() for sp in registry.specs().values()]
     rows += [{"name": n, "level": "combiner", "needs": [], "bounded": n != "combination", "source": COMBINER_SOURCES[n],
-              "formula": f, "aggregate": "calibrated" if n == "probability" else "mean", "claims": True}
+              "formula": f, "aggregate": "calibrated" if n == "probability" else "mean", "claims": True,
+              "options": []}
              for n, f in COMBINERS.items()]
     return sorted(rows, key=lambda r: (_LEVEL_ORDER[r["level"]], r["name"]))
+
+
+def asks_llm(methods: Sequence[str], qa_stages: dict | None = None) -> list[str]:
+    """The methods among ``methods`` that will ask an LLM: those whose registry entry needs 'llm', except the MQAG
+    methods (qa_*) when ``qa_stages`` gives each of their stages a model."""
+    from .scorers.qa import needs_llm
+
+    reg = registry.specs()
+    return [m for m in methods if m in reg and "llm" in reg[m].needs
+            and not (reg[m].group == "qa" and not needs_llm(qa_stages))]
 
 
 def check_method_options(options: dict | None) -> None:
     """``Detector(method_options=...)``: each method named takes each key given (its ``MethodSpec.options``), so a
     misspelt key is an error, not a setting silently left out."""
     for name, opts in (options or {}).items():
+        if name in COMBINERS:
+            raise ValueError(f"method option {name}: the combiner {name} takes no options")
         sp = registry.spec(name)
         unknown = sorted(set(opts or {}) - set(sp.options))
         if unknown:

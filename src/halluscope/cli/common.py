@@ -239,6 +239,9 @@ def _method_options(specs: Optional[list[str]]) -> dict[str, dict]:
         except json.JSONDecodeError:
             parsed = value
         out.setdefault(method, {})[key.strip()] = parsed
+    from ..pipeline import check_method_options
+
+    check_method_options(out)  # here too: `check` sets them on a detector made before
     return out
 
 

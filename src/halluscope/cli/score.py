@@ -110,11 +110,11 @@ def _score_local(path, output, resume, as_json, options: dict, llm: tuple) -> No
     key variable, cache) when asked for or when a method or the claim splitter needs one; streamed to a .jsonl
     output, else written at the end."""
     from ..io import write_results
-    from ..pipeline import Detector
+    from ..pipeline import Detector, asks_llm
 
     recs, errors = _read_records_or_exit(path or example_path())
     det = Detector(**options)
-    if llm[0] or llm[1] or _needs_llm(det.methods) or options.get("claims") == "llm":
+    if llm[0] or llm[1] or asks_llm(det.methods, det.qa_stages) or options.get("claims") == "llm":
         det.llm = _sampler(*llm)
     stream = output if output is not None and output.suffix.lower() == ".jsonl" else None
     res = det.score(recs, output=stream, resume=resume, progress=True)
@@ -362,14 +362,6 @@ def _draw(sampler, items: list[str], template, chat: bool, settings: dict):
     for e in problems:
         say(e, "skipped", "yellow")
     return records, problems
-
-
-def _needs_llm(methods) -> bool:
-    """Whether a method of the run asks an LLM (its registry entry needs 'llm')."""
-    from ..engine.registry import specs
-
-    reg = specs()
-    return any("llm" in reg[m].needs for m in methods if m in reg)
 
 
 def _show_usage(s: dict, cache_path) -> None:

@@ -114,6 +114,7 @@ def _package_nli(model: Path, out: Optional[Path], evaluation: Optional[Path]) -
     from ..models.nli_train import package_model
 
     dest = package_model(model, out, evaluation=json.loads(evaluation.read_text()) if evaluation else None)
+    print(dest)  # stdout: for a script
     say(f"{dest} (the model and its card{'' if out else '; the default NLI model of this installation now'})",
         "written:", "green")
 

@@ -148,13 +148,12 @@ def _make_plan(output_dir, methods, detector_options, batch_tokens, shard_record
     """Validate the options here, before any Ray work (a Detector is cheap until its models are asked for)."""
     from ..pipeline import Detector
 
-    from ..engine import registry
+    from ..pipeline import asks_llm
 
     det = Detector(methods=methods, **detector_options)
     run_comb = det if needs_run_combination(det) else None
     actor_methods = [m for m in det.methods if not (run_comb is not None and m == "combination")]
-    specs = registry.specs()  # the combiners are not in it, and ask no model
-    asks = [m for m in actor_methods if m in specs and "llm" in specs[m].needs]
+    asks = asks_llm(actor_methods, det.qa_stages)
     if asks:
         one = len(asks) == 1
         raise ValueError(f"{', '.join(asks)} {'asks' if one else 'ask'} an LLM, and the Ray actors load none: score "

@@ -46,7 +46,8 @@ def check_evidence(k: int | str) -> int | str:
     of closest sample sentences, 1 or more (an integer, or its digits as text, as a command line gives it)."""
     if k == "sample":
         return k
-    n = k if isinstance(k, int) and not isinstance(k, bool) else int(k) if str(k).strip().isdigit() else None
+    text = str(k).strip()
+    n = k if isinstance(k, int) and not isinstance(k, bool) else int(text) if text.isascii() and text.isdigit() else None
     if n is None or n < 1:
         raise ValueError(f"nli_evidence (--nli-evidence) must be 'sample' or a number of closest sample sentences, "
                          f"1 or more; got {k!r}")

@@ -47,6 +47,7 @@ G2_TEMPLATE = (
 A_TEMPLATE = "Context: {context}\nQuestion: {question}\nOptions:\n{options}\nThe correct option is"
 U_TEMPLATE = "Context: {context}\nQuestion: {question}\nCan the question be answered from the context? Answer Yes or No.\nAnswer:"
 LETTERS = "ABCD"
+STAGES = ("g1", "g2", "a", "u")  # question generation, distractor generation, answering, answerability
 
 
 def bayes(nm: float, nn: float, beta1: float = 0.8, beta2: float = 0.8) -> float:
@@ -163,11 +164,11 @@ class QAScorer:
                  beta2: float = 0.8, threshold: float = 0.5, top_logprobs: int = 10, stages: dict | None = None):
         """``stages`` maps any of ``g1``, ``g2``, ``a``, ``u`` to a Sampler, a Hugging Face id/path, or a stage
         object; the others are LLM prompts on ``sampler``."""
-        unknown = set(stages or {}) - {"g1", "g2", "a", "u"}
+        unknown = set(stages or {}) - set(STAGES)
         if unknown:
             raise ValueError(f"unknown MQAG stages {sorted(unknown)}; use g1, g2, a, u")
         self.sampler = sampler
-        self.stages = {k: make_stage(k, (stages or {}).get(k), sampler) for k in ("g1", "g2", "a", "u")}
+        self.stages = {k: make_stage(k, (stages or {}).get(k), sampler) for k in STAGES}
         for st in self.stages.values():
             if isinstance(st, LLMStages):
                 st.k = top_logprobs
@@ -240,10 +241,15 @@ class QAScorer:
         return out
 
 
+def needs_llm(stages: dict | None) -> bool:
+    """Whether the MQAG methods ask an LLM with these ``qa_stages``: for every stage not given a model."""
+    return not set(STAGES) <= set(stages or {})
+
+
 def _build(names: list[str], art) -> "QAScorer":
     stages = dict(art.option("qa_stages") or {})
     llm = art.option("llm")
-    if llm is None and set(stages) != {"g1", "g2", "a", "u"}:
+    if llm is None and needs_llm(stages):
         raise ValueError("the 'qa' methods need an LLM (Detector(llm=Sampler(backend))) for every MQAG stage "
                          "not given as a Hugging Face model in qa_stages")
     return QAScorer(llm, stages=stages)

@@ -4,6 +4,7 @@ from reviewers (API in :mod:`.app`, storage in :mod:`.db` and :mod:`.store`, sco
 from __future__ import annotations
 
 import ipaddress
+import os
 import sys
 
 from .app import ServeConfig, create_app
@@ -40,7 +41,14 @@ def run(config: ServeConfig, host: str = "127.0.0.1", port: int = 8000, log_leve
     except sa.exc.OperationalError as e:  # a server that is not there, a refused login, a file it cannot open
         reason = str(e.orig or e).strip().splitlines()[0]
         raise ValueError(f"cannot open the database {safe}: {reason}") from None
+    except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as e:  # a URL that is not one
+        raise ValueError(f"--db {safe}: not a SQLite path or a database URL ({e})") from None
     if key:
         print(f"halluscope: first start: admin API key (shown once, keep it): {key}", file=sys.stderr, flush=True)
-    print(f"halluscope: serving on http://{host}:{port} (database {safe}; docs at /docs)", file=sys.stderr, flush=True)
+    cal = ""
+    if config.calibration:
+        there = os.path.exists(config.calibration)
+        cal = f"; calibration {config.calibration}, watched{'' if there else ': the packaged one until it appears'}"
+    print(f"halluscope: serving on http://{host}:{port} (database {safe}{cal}; docs at /docs)", file=sys.stderr,
+          flush=True)
     uvicorn.run(app, host=host, port=port, log_level=log_level)

@@ -39,7 +39,7 @@ from fastapi_offline import FastAPIOffline
 
 from ..types import Record, RecordError
 from . import store
-from .auth import ANONYMOUS_ADMIN, KeyStore, Principal, RateLimiter, create_key, list_keys, revoke_key
+from .auth import ANONYMOUS_ADMIN, SCOPES, KeyStore, Principal, RateLimiter, create_key, list_keys, revoke_key
 from .metrics import Metrics
 from .worker import ScoringLoop, build
 
@@ -331,7 +331,9 @@ def _draw(hs: Service, body: dict) -> dict:
     return {**recs[0].to_dict(), "id": body.get("id") or recs[0].id}
 
 
-@api.post("/v1/check", tags=["check"], openapi_extra=_body(_RECORD, _EXAMPLE))
+@api.post("/v1/check", tags=["check"], openapi_extra=_body({"oneOf": [_RECORD, {
+    "type": "object", "required": ["prompt"], "description": "prompt only: the server's LLM (--llm) draws the rest",
+    "properties": {k: _RECORD["properties"][k] for k in ("id", "prompt", "tags")}}]}, _EXAMPLE))
 async def check(request: Request, who: Principal = Depends(require("submit"))):
     """Score one answer now and store it. Body: ``{"response", "samples", "prompt"?, "id"?, "sentences"?,
     "tags"?: {"model": ...}}``; with only ``prompt``, the server's LLM draws the response and the samples."""
@@ -352,6 +354,8 @@ async def check(request: Request, who: Principal = Depends(require("submit"))):
         raise _unprocessable([e])
     try:
         return await asyncio.wrap_future(hs.loop.submit(rec, tags, who.name))
+    except RecordError as e:
+        raise _unprocessable([e])
     except ValueError as e:
         raise HTTPException(422, detail=[{"record": rec.id, "field": "samples", "message": str(e)}])
 
@@ -458,7 +462,7 @@ def stats(request: Request, since: str | None = None, until: str | None = None, 
 
 @api.post("/v1/keys", status_code=201, tags=["admin"], openapi_extra=_body(
     {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}, "scopes": {
-        "type": "array", "items": {"type": "string", "enum": ["submit", "review", "admin"]}}}},
+        "type": "array", "items": {"type": "string", "enum": list(SCOPES)}}}},
     {"name": "team-a", "scopes": ["submit", "review"]}))
 async def new_key(request: Request, _: Principal = Depends(require("admin"))):
     """Create a key: ``{"name": "...", "scopes": ["submit", "review"]}``; the key is in this answer only."""

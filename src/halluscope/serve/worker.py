@@ -66,6 +66,7 @@ class ScoringLoop:
         self.metrics = metrics
         self.detector, self.ensemble = self._build()
         self._mtime = self._calibration_mtime()
+        self._served_file = self._mtime is not None  # once served, a file that goes away keeps its configuration
         self._checks: queue.Queue[CheckRequest] = queue.Queue()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -206,11 +207,15 @@ class ScoringLoop:
 
         calibration._read.cache_clear()
         self._mtime = m  # a file that cannot be used is not retried until it changes again
+        if m is None and self._served_file:  # removed (or being rewritten): the packaged one is not a fallback
+            log.warning("the calibration file %s is gone: the previous configuration is kept", self.calibration)
+            return
         try:
             self.detector, self.ensemble = self._build()
         except Exception:
             log.exception("cannot use the calibration file %s: the previous configuration is kept", self.calibration)
             return
         self.reloads += 1
+        self._served_file = m is not None
         log.info("calibration reloaded from %s (tuned ensemble: %s)", self.calibration or "the package",
                  self.ensemble.trained_on if self.ensemble else "none")
