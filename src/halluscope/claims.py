@@ -11,8 +11,8 @@ Two splitters, one interface (``split(responses) -> [[Claim, ...] per response]`
 
   1. coordinated verbs are clauses: "He joined X and served in Y" -> "He joined X." / "He served in Y."; a clause
      without its own subject takes the sentence's subject; a prepositional phrase coordinated with a verb repeats
-     the verb and its object (gapping: "was traded to A in 1984, and then to B in 1986"). Left whole: a non-finite verb without
-     an auxiliary ("was born in A and raised in B": the tagger cannot tell "raised" from a past tense, and
+     the verb and its object (gapping: "was traded to A in 1984, and then to B in 1986"). Left whole: a non-finite
+     verb without an auxiliary ("was born in A and raised in B": the tagger cannot tell "raised" from a past tense, and
      "He raised in B" would be wrong), verbs that share a complement ("wrote and directed the film"), a
      capitalized "verb" (a title: "... and Meet Me at the River");
   2. coordinated common nouns (heads of their phrase) and predicative adjectives are one claim each ("an English
@@ -21,8 +21,9 @@ Two splitters, one interface (``split(responses) -> [[Claim, ...] per response]`
      noun and adjective modifiers ("19th and 20th centuries", "mechanic and team manager"), hyphenated words
      (spaCy splits them: "singer-songwriter"), and every "or"/"nor" coordination (a disjunction asserts neither
      part; the same holds in rule 1);
-  3. an apposition whose head is a common noun (a lower-case word), anchored on a subject, predicate nominal or object, is a copular
-     claim: "X, an English lawyer, ..." -> "X is an English lawyer." (past tense when the sentence's verb is past);
+  3. an apposition whose head is a common noun (a lower-case word), anchored on a subject, predicate nominal or
+     object, is a copular claim: "X, an English lawyer, ..." -> "X is an English lawyer." (past tense when the
+     sentence's verb is past);
      appositions after prepositional objects stay in their clause (there they are mostly place qualifiers, "Atlanta,
      Georgia", or mis-attached);
   4. a past participle set off by commas or parentheses is a passive claim: "X (born 1950)" -> "X was born in
@@ -33,7 +34,8 @@ Two splitters, one interface (``split(responses) -> [[Claim, ...] per response]`
 
   The antecedent of a predicate nominal (or of an apposition) is the clause's subject, so the claims of rules 3-5
   name the sentence's subject rather than "a pitcher". Pronouns are kept as written (no resolution across
-  sentences). A claim keeps a quotation whole with both its marks, or without its marks where it keeps only part. A sentence without a verb, or one the rules leave whole, is its own single claim.
+  sentences). A claim keeps a quotation whole with both its marks, or without its marks where it keeps only part.
+  A sentence without a verb, or one the rules leave whole, is its own single claim.
 - :class:`LLMSplitter`: a prompt through any :class:`~halluscope.llm.sampler.Sampler` (temperature 0, cached on
   disk): the sentence, with the response's preceding sentences as context for pronouns, and "one claim per line".
 
@@ -377,7 +379,7 @@ def _clauses(sent, removed: set[int]) -> list[tuple[int, set[int], Any, set[int]
         v = c.head
         subj, outer = _subject_of(v, verbs)
         words = {v.i} | {x.i for x in v.children if x.dep_ in ("aux", "auxpass", "neg", "prt")}
-        for obj in (x for x in v.children if x.dep_ in ("dobj", "dative") and x.i < c.i):  # "led Scotland to A, and to B"
+        for obj in (x for x in v.children if x.dep_ in ("dobj", "dative") and x.i < c.i):  # "led X to A, and to B"
             words |= _core(obj) - removed
         words |= (_core(subj) - removed) if subj is not None else _shared(outer, removed)
         out.append((c.i, _sub(c) - removed, None, words))

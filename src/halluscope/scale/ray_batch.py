@@ -146,9 +146,7 @@ def score_with_ray(source, output_dir: str | Path, methods=None, address: str | 
 def _make_plan(output_dir, methods, detector_options, batch_tokens, shard_records, num_actors, num_gpus_per_actor,
                num_cpus_per_actor, max_retries) -> _Plan:
     """Validate the options here, before any Ray work (a Detector is cheap until its models are asked for)."""
-    from ..pipeline import Detector
-
-    from ..pipeline import asks_llm
+    from ..pipeline import Detector, asks_llm
 
     det = Detector(methods=methods, **detector_options)
     run_comb = det if needs_run_combination(det) else None

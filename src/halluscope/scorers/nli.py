@@ -47,7 +47,8 @@ def check_evidence(k: int | str) -> int | str:
     if k == "sample":
         return k
     text = str(k).strip()
-    n = k if isinstance(k, int) and not isinstance(k, bool) else int(text) if text.isascii() and text.isdigit() else None
+    digits = text.isascii() and text.isdigit()
+    n = k if isinstance(k, int) and not isinstance(k, bool) else int(text) if digits else None
     if n is None or n < 1:
         raise ValueError(f"nli_evidence (--nli-evidence) must be 'sample' or a number of closest sample sentences, "
                          f"1 or more; got {k!r}")
