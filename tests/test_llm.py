@@ -100,3 +100,19 @@ def test_check_command_end_to_end_and_rerun_from_cache(server, tmp_path):
     second = json.loads(subprocess.run(cmd, capture_output=True, text=True, timeout=600).stdout)
     assert second["settings"]["llm"]["cached_generations"] == 4
     assert second["items"][0]["sentence_scores"] == it["sentence_scores"]
+
+
+def test_the_backends_are_importable_from_halluscope_llm_without_loading_llama_cpp():
+    """The README's section "LLM backends (`halluscope.llm`)" names OpenAIBackend and LlamaCppBackend: both import
+    from there (until 2026-11-28 only from halluscope.llm.http / .local), and importing the package alone loads
+    neither llama.cpp nor the local backend's module."""
+    code = ("import sys, halluscope.llm as L; assert 'llama_cpp' not in sys.modules and 'halluscope.llm.local' not in "
+            "sys.modules; from halluscope.llm import OpenAIBackend, LlamaCppBackend, TransformersBackend; "
+            "import halluscope.llm.http as H, halluscope.llm.local as LO; "
+            "assert OpenAIBackend is H.OpenAIBackend and LlamaCppBackend is LO.LlamaCppBackend; print('ok')")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.stdout.strip() == "ok", r.stderr
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        import halluscope.llm
+
+        halluscope.llm.Nope  # noqa: B018
