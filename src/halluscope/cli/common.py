@@ -108,13 +108,14 @@ def example_path() -> Path:
 
 
 def _detector(methods, encoder, layer, nli, baseline=None, combine=None, precision="auto", split="rule",
-              learned=None, nli_evidence="3", nli_precision="auto", claims=None):
+              learned=None, nli_evidence="3", nli_precision="auto", claims=None, **options):
+    """A Detector of the command's options (``options``: any other Detector option); a bad one is one error line."""
     from ..pipeline import Detector
 
     try:
         return Detector(methods=methods, encoder=encoder, layer=layer, nli=nli, bertscore_baseline=baseline,
                         combine=combine, precision=precision, sentence_split=split, learned=learned,
-                        nli_evidence=nli_evidence, nli_precision=nli_precision, claims=claims)
+                        nli_evidence=nli_evidence, nli_precision=nli_precision, claims=claims, **options)
     except ValueError as e:
         say(e)
         raise typer.Exit(2)
@@ -239,9 +240,6 @@ def _method_options(specs: Optional[list[str]]) -> dict[str, dict]:
         except json.JSONDecodeError:
             parsed = value
         out.setdefault(method, {})[key.strip()] = parsed
-    from ..pipeline import check_method_options
-
-    check_method_options(out)  # here too: `check` sets them on a detector made before
     return out
 
 

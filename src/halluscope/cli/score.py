@@ -170,12 +170,13 @@ def check(
     items = list(prompts or []) + (read_prompts(file) if file else [])
     if not items:
         raise ValueError("give prompts as arguments or with --file")
-    det = _detector(methods, None, None, nli)  # before any generation: a bad option fails at once
+    det = _detector(methods, None, None, nli, method_options=opts or None,
+                    qa_stages=_qa_stages(qa_stage))  # before any generation: a bad option fails at once
     sampler = _sampler(model, base_url, backend, chat, api_key_env, cache, concurrency, rpm, tpm)
     records, problems = _draw(sampler, items, template, chat, dict(n=n, temperature=temperature,
                                                                    max_tokens=max_tokens, seed=seed,
                                                                    top_logprobs=top_logprobs))
-    det.llm, det.qa_stages, det.method_options = sampler, _qa_stages(qa_stage), opts or None
+    det.llm = sampler
     res = det.score(records, progress=True)
     res.settings["llm"] = {"backend": sampler.backend.cache_id(), "samples": n, "temperature": temperature,
                            "seed": seed, **usage_summary(records, res)}
