@@ -57,9 +57,9 @@ def packaged_zstats(path: str | Path | None = None) -> dict[str, tuple[float, fl
 
 
 def load(path: str | Path | None = None) -> Calibrated:
-    d = _read(str(path or packaged_path()))
     if path and not Path(path).is_file():
         raise ValueError(f"no calibration file {path}: `halluscope calibrate -o {path}` writes one")
+    d = _read(str(path or packaged_path()))
     if "probability" not in d:
         raise ValueError(f"no calibrated probability in {path or packaged_path()}: run `halluscope calibrate`")
     return from_dict(d["probability"])
