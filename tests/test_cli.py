@@ -305,3 +305,34 @@ def test_nli_evidence_is_checked_and_recorded_in_the_settings(tmp_path):
     rec["samples"] = rec["samples"][:2]
     settings = Detector(methods=["nli"], nli_evidence="2").score([rec]).settings
     assert (settings["nli_evidence"], settings["nli_precision"]) == (2, "fp32")
+
+
+def test_help_texts_flow_as_paragraphs():
+    """Every command's help at 80 columns: the docstring's own line breaks are not kept, so no line of a description
+    stops where the next word would have fitted (as "answer Platt" / "scaling on SAC3" did in the list of commands),
+    and no text in angle brackets is dropped as markup."""
+    from typer.main import get_command
+
+    def helps(cmd, path):
+        yield path, runner.invoke(app, [*path, "--help"], env={"COLUMNS": "80"}, terminal_width=80).output
+        for name, sub in getattr(cmd, "commands", {}).items():
+            yield from helps(sub, [*path, name])
+
+    def early_breaks(out):
+        lines = [ln[2:-2] if ln.startswith("│") else ln[:-1] for ln in out.splitlines()]  # less the padding
+        for a, b in zip(lines, lines[1:]):
+            col = len(b) - len(b.lstrip())
+            if not b.strip() or not a[col:].strip() or a[:col].strip() and not a[col - 1] == " " or col == 0:
+                continue
+            if a[col:col + 1] == " " or b.lstrip().startswith(("-", "•", "[")):  # another column, a list, [default: x]
+                continue
+            if len(a.rstrip()) + 1 + len(b.split()[0]) <= len(a):
+                yield a.rstrip() + " / " + b.strip()
+
+    paths = 0
+    for path, out in helps(get_command(app), []):
+        paths += 1
+        assert not list(early_breaks(out)), (path, list(early_breaks(out)))
+    assert paths >= 25
+    out = runner.invoke(app, ["train-nli", "--help"], env={"COLUMNS": "80"}, terminal_width=80).output
+    assert "default: nli/ in $HALLUSCOPE_DATA or ../shared/data" in " ".join(out.replace("│", " ").split())

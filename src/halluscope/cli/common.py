@@ -24,14 +24,14 @@ from ..evaluation.metrics import COLUMNS
 from ..types import RecordError
 
 app = typer.Typer(
-    add_completion=False,
+    add_completion=False, rich_markup_mode="markdown",
     no_args_is_help=False,
     help="Zero-resource, black-box hallucination detection: score each sentence of an LLM answer by its "
     "consistency with stochastic samples of the same prompt (SelfCheckGPT). Higher score = more likely hallucinated.",
 )
 
 
-reproduce_app = typer.Typer(help="The SelfCheckGPT paper's experiments on WikiBio GPT-3, beside the paper's figures.")
+reproduce_app = typer.Typer(rich_markup_mode="markdown", help="The SelfCheckGPT paper's experiments on WikiBio GPT-3, beside the paper's figures.")
 
 
 app.add_typer(reproduce_app, name="reproduce")
@@ -280,7 +280,7 @@ def _fmt(v, digits: int = 2) -> str:
     return str(v) if isinstance(v, int) else f"{v:.{digits}f}"
 
 
-ensemble_app = typer.Typer(help="Response-level confidence: components, baselines and the tuned ensemble (003).")
+ensemble_app = typer.Typer(rich_markup_mode="markdown", help="Response-level confidence: components, baselines and the tuned ensemble (003).")
 
 
 app.add_typer(ensemble_app, name="ensemble")

@@ -265,7 +265,8 @@ def _llm_and_judges(model, base_url, backend, chat, api_key_env, cache, external
 @ensemble_app.command("tune")
 @fails
 def ensemble_tune(
-    path: Path = typer.Argument(..., help="Graded JSONL: 'question', 'response', 'samples' and 'correct' (true/false)."),
+    path: Path = typer.Argument(..., help="Graded JSONL: 'prompt' (or 'question'), 'response', 'samples' and "
+                                "'correct' (true/false)."),
     components: str = ComponentsOpt,
     mode: str = typer.Option("agnostic", "--mode", help="agnostic (AUROC-tuned weights, then the F1 threshold) or "
                              "joint (weights and threshold for F1)."),
@@ -310,8 +311,8 @@ def ensemble_tune(
 @ensemble_app.command("score")
 @fails
 def ensemble_score(
-    path: Path = typer.Argument(..., help="JSONL: one answer per line with 'question', 'response' and 'samples' "
-                                "(and optionally 'id', 'correct')."),
+    path: Path = typer.Argument(..., help="JSONL: one answer per line with 'prompt' (or 'question'), 'response' "
+                                "and 'samples' (and optionally 'id', 'correct')."),
     preset: str = typer.Option("open-ended", "--preset", help="closed-form | open-ended (packaged presets)."),
     config: Optional[Path] = typer.Option(None, "--config", help="Your own tuned EnsembleConfig JSON instead, or a "
                                           "presets file from `ensemble presets` (with --preset naming the entry)."),

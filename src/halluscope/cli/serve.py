@@ -101,7 +101,7 @@ def submit(
         err.print(f"written to {output}")
 
 
-keys_app = typer.Typer(help="API keys of a service's database (run where the database is).")
+keys_app = typer.Typer(rich_markup_mode="markdown", help="API keys of a service's database (run where the database is).")
 app.add_typer(keys_app, name="keys")
 
 

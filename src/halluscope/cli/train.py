@@ -124,7 +124,8 @@ def _package_nli(model: Path, out: Optional[Path], evaluation: Optional[Path]) -
 def train_nli_cmd(
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output folder: mixture, checkpoints, and model/ at "
                                        "the end; with --package, the folder the model and its card go to."),
-    data: Optional[Path] = typer.Option(None, "--data", help="The data/nli folder (default: <data>/nli)."),
+    data: Optional[Path] = typer.Option(None, "--data", help="The NLI data folder (default: nli/ in "
+                                      "$HALLUSCOPE_DATA or ../shared/data)."),
     base: str = typer.Option("minilm", "--base", help="Base encoder: 'minilm' or a Hugging Face id / local path."),
     seed: int = typer.Option(0, "--seed"),
     epochs: float = typer.Option(2.0, "--epochs"),
