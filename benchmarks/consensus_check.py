@@ -54,7 +54,7 @@ def _sets(data: str | None, limit: int | None):
     yield "SAC3 NQ-Open", recs, wrong
     for b in ("popqa", "nq_open", "arc", "csqa"):
         items = [json.loads(x) for x in (ROOT / f"reports/qa_local/items_{b}.jsonl").open()][:limit]
-        recs = [Record(response=d["answer"] or "(empty)", samples=[s for s in d["samples"] if s.strip()] or
+        recs = [Record(response=d.get("response", d.get("answer")) or "(empty)", samples=[s for s in d["samples"] if s.strip()] or
                        ["(empty)"], id=f"{b}{i}", prompt=d["question"]) for i, d in enumerate(items)]
         yield f"QA-local {b}", recs, {r.id: not d["correct"] for r, d in zip(recs, items)}
 

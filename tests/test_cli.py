@@ -99,6 +99,9 @@ def test_interrupted_run_resumes_without_losing_results(tmp_path, wikibio):
     src = tmp_path / "six.jsonl"
     src.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in wikibio[:6]))
     r = runner.invoke(app, ["score", str(src), "-o", str(out), "--resume", "--methods", "ngram1_max,ngram2_max"])
+    assert r.exit_code == 2 and "scored with other methods" in " ".join(r.output.split())  # one file, one method set
+    r = runner.invoke(app, ["score", str(src), "-o", str(out), "--resume", "--methods",
+                            "ngram1_max,ngram2_max,combination"])
     assert r.exit_code == 0 and "0 records scored in" in r.output and "6 read back from the earlier run" in r.output
 
 
@@ -255,7 +258,7 @@ def test_evaluate_graded_answers_at_the_answer_level(data_dir, tmp_path):
     plain.write_text(json.dumps({"id": "a", "response": "Paris is in France.", "samples": ["Paris is in France."]})
                      + "\n")
     bad = runner.invoke(app, ["evaluate", str(plain)])
-    assert bad.exit_code != 0 and "neither sentence labels nor answer grades" in bad.output
+    assert bad.exit_code == 2 and "nothing to evaluate against" in " ".join(bad.output.split())  # before scoring
 
 
 def test_errors_print_brackets_as_written():
@@ -336,3 +339,35 @@ def test_help_texts_flow_as_paragraphs():
     assert paths >= 25
     out = runner.invoke(app, ["train-nli", "--help"], env={"COLUMNS": "80"}, terminal_width=80).output
     assert "default: nli/ in $HALLUSCOPE_DATA or ../shared/data" in " ".join(out.replace("│", " ").split())
+
+
+def test_bad_options_and_outputs_fail_before_any_scoring(tmp_path):
+    """What cannot work is said in one line (exit 2) before any model is loaded or record scored: an output of an
+    unknown type or the input itself, --resume without a .jsonl output, no method, --passages that are malformed,
+    empty or past the end, a report input of the wrong kind; an errors file of an earlier run goes when a clean run writes the same output; a row label of a
+    table is printed as written ("x [claims, max]" was read as markup and lost)."""
+    from rich.console import Console
+
+    from halluscope.cli.common import _table, example_path
+
+    src = tmp_path / "in.jsonl"
+    src.write_text(example_path().read_text())
+    cases = [(["score", str(src), "-o", str(tmp_path / "o.txt")], "unknown output type '.txt'"),
+             (["score", str(src), "-o", str(src)], "is the input file"),
+             (["score", str(src), "-o", str(tmp_path / "o.csv"), "--resume"], "--resume continues a .jsonl"),
+             (["score", str(src), "-m", ""], "no method named"),
+             (["reproduce", "wikibio", "-m", "ngram1_max", "--passages", "5-2"], "the range 5-2 is empty"),
+             (["reproduce", "wikibio", "-m", "ngram1_max", "--passages", "a"], "such as '0-118'"),
+             (["reproduce", "wikibio", "-m", "ngram1_max", "--passages", "236-240"], "position 238 is past the end"),
+             (["report", str(src), "--ensemble", str(src)], "--ensemble: " + str(src) + " is not one JSON"),
+             (["report", str(src), "--samples-ablation", str(example_path().with_suffix(".json"))], "No such file"),
+             ]
+    (tmp_path / "o.jsonl.errors.jsonl").write_text('{"record": "old", "field": "x", "error": "an earlier run"}\n')
+    for args, want in cases:
+        r = runner.invoke(app, args)
+        assert r.exit_code == 2 and want in " ".join(r.output.split()), (args, r.output[-600:])
+    r = runner.invoke(app, ["score", str(src), "-m", "ngram1_max", "-o", str(tmp_path / "o.jsonl")])
+    assert r.exit_code == 0 and not (tmp_path / "o.jsonl.errors.jsonl").exists(), r.output
+    con = Console(width=120, record=True)
+    con.print(_table({"ngram1_max [claims, max]": {"nonfact": 90.0}}))
+    assert "ngram1_max [claims, max]" in con.export_text()

@@ -96,6 +96,7 @@ def test_check_command_end_to_end_and_rerun_from_cache(server, tmp_path):
     it = out["items"][0]
     assert it["sentences"] and len(it["sentence_scores"]["bertscore"]) == len(it["sentences"])
     assert np.isfinite(it["passage_scores"]["greybox_max_nlp"])
+    assert len(it["samples"]) == it["num_samples"] == 3 and all(it["samples"])  # kept: the output scores again
     assert out["settings"]["llm"]["cached_generations"] == 0
     second = json.loads(subprocess.run(cmd, capture_output=True, text=True, timeout=600).stdout)
     assert second["settings"]["llm"]["cached_generations"] == 4

@@ -178,3 +178,59 @@ def test_a_grade_is_true_false_or_one_zero():
     for bad in (2, 0.5, "yes", "1"):
         with pytest.raises(RecordError, match="correct"):
             Record.from_dict({**GOOD, "correct": bad})
+
+
+def test_byte_order_marks_ids_nul_and_content_free_text(tmp_path):
+    """A UTF-8 BOM (Excel's CSV) keeps the first record and the ids; a record without an id whose position is
+    another's id, a NUL in an id and a text with no letter or digit are each named; a file of no record is an
+    error of the file."""
+    rows = [GOOD, {"response": "Rome is big.", "samples": ["Rome."]}, {**GOOD, "id": "1"},
+            {**GOOD, "id": "z", "response": "...!!! \u200b"}, {**GOOD, "id": "n\u0000"},
+            {**GOOD, "id": "s", "samples": ["Paris.", "\u200b"]}, {**GOOD, "id": "ok"}]
+    jl = tmp_path / "bom.jsonl"
+    jl.write_bytes(b"\xef\xbb\xbf" + "\n".join(json.dumps(r) for r in rows).encode())
+    recs, errs = read_records(jl)
+    assert [r.id for r in recs] == ["ok", "1"]
+    why = {(e.record, e.field): e.message for e in errs}
+    assert "which had no id and was given its position" in why[("1", "id")]
+    assert "positions from 0" in why[("ok", "id")] and "the first is kept" in why[("ok", "id")]
+    assert why[("z", "response")].startswith("no letter or digit") and ("s", "samples[1]") in why
+    assert why[("n\\x00", "id")] == "contains a NUL character (\\x00)"
+    csv = tmp_path / "excel.csv"
+    csv.write_bytes("id,response,samples\nc1,Paris is big.,\"[\"\"Paris.\"\"]\"\nc1,Rome.,\"[\"\"Rome.\"\"]\"\n"
+                    .encode("utf-8-sig"))
+    recs, errs = read_records(csv)
+    assert [r.id for r in recs] == ["c1"] and [(e.record, e.field) for e in errs] == [("c1", "id")]
+    for name, text, why in (("e.json", "[]", "an empty list"), ("h.csv", "id,response,samples\n", "a header")):
+        (tmp_path / name).write_text(text)
+        with pytest.raises(RecordError, match=f"no records in the file \\({why}"):
+            read_records(tmp_path / name)
+
+
+def test_resume_keeps_only_what_this_run_would_write(tmp_path):
+    """A resumed .jsonl keeps a record scored with this run's methods, response and sample count; a record whose
+    response or samples changed is scored again (one line per id); a file of other methods is refused before any
+    scoring; ids not in this run stay in the file and are not counted; other output types are written whole at the
+    end, and resuming them is an error."""
+    out = tmp_path / "r.jsonl"
+    recs = [{**GOOD, "id": f"r{i}"} for i in range(4)]
+    det = Detector(methods="ngram1_max")
+    det.score(recs, output=out)
+    changed = [{**recs[0], "response": "Rome is the capital of Italy."}, {**recs[1], "samples": GOOD["samples"][:1]},
+               recs[2]]
+    res = det.score(changed, output=out, resume=True)
+    assert res.settings["resumed"] == 1
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert sorted(d["id"] for d in lines) == ["r0", "r1", "r2", "r3"]  # r3, not in this run, kept
+    by_id = {d["id"]: d for d in lines}
+    assert by_id["r0"]["response"].startswith("Rome") and by_id["r1"]["num_samples"] == 1
+    with pytest.raises(ValueError, match="scored with other methods"):
+        Detector(methods="ngram2_max").score(recs, output=out, resume=True)
+    assert len(out.read_text().splitlines()) == 4  # untouched by the refused run
+    assert len(read_results(det.score(recs, output=tmp_path / "r.json") and tmp_path / "r.json")) == 4
+    with pytest.raises(ValueError, match="continues a .jsonl output"):
+        det.score(recs, output=tmp_path / "r.json", resume=True)
+    (tmp_path / "d.jsonl").mkdir()
+    for bad, why in (("r.txt", "unknown output type"), ("d.jsonl", "is a folder")):
+        with pytest.raises(ValueError, match=why):
+            det.score(recs, output=tmp_path / bad)

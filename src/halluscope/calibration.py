@@ -200,10 +200,11 @@ def calibrate(data: str | Path | None = None, wikibio=(), graded=(), progress: b
     """Fit the packaged calibration: z statistics and sentence Platt on WikiBio passages 0-118, answer Platt on SAC3
     NQ-Open, each at every count of ``samples`` (the first n samples of each record; SAC3 has 10, so its counts stop
     there). ``wikibio`` / ``graded``: results files to use instead of scoring (``reproduce wikibio -o`` holding the
-    default methods, of which passages 0-118 are used; ``score -o`` on SAC3's records), one per sample count.
+    default methods, of which the passages 0-118 it holds are used, found by id; ``score -o`` on SAC3's records), one
+    per sample count.
     Scoring a record at a smaller count re-reads the NLI pairs and embeddings of the larger from the shared caches.
     Returns the content for :func:`save`."""
-    from .evaluation.wikibio import load_wikibio
+    from .evaluation.wikibio import load_wikibio, passages_by_id
     from .io import read_results
     from .pipeline import Detector
 
@@ -213,8 +214,8 @@ def calibrate(data: str | Path | None = None, wikibio=(), graded=(), progress: b
     det = Detector(methods=list(DEFAULT_COMPONENTS))
     if wikibio:
         dev = [read_results(f) for f in wikibio]
-        for r in dev:
-            r.items = r.items[:119]
+        for r, f in zip(dev, wikibio):
+            r.items = passages_by_id(r.items, list(range(119)), data, str(f), "0-118", partial=True)
     else:
         recs = load_wikibio(data, list(range(119)))
         dev = [det.score(_first(recs, n), progress=progress) for n in counts]

@@ -9,8 +9,9 @@ from __future__ import annotations
 import ast
 import csv
 import json
+import os
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from .types import ItemResult, Record, RecordError, Results
 
@@ -44,7 +45,8 @@ def records_from_objects(objs: Iterable[Any], need_samples: bool = True) -> tupl
     """Validate raw dicts (or :class:`Record` objects) one by one; return the valid records and the errors."""
     records: list[Record] = []
     errors: list[RecordError] = []
-    seen: set[str] = set()
+    seen: dict[str, int] = {}  # id -> position of the record that has it
+    auto: set[str] = set()  # ids given by position to records with none
     for i, obj in enumerate(objs):
         if obj is _BAD:  # a line that could not be read (already reported): keeps the numbering
             continue
@@ -58,16 +60,30 @@ def records_from_objects(objs: Iterable[Any], need_samples: bool = True) -> tupl
             except RecordError as e:
                 errors.append(e)
                 continue
+        given = not (isinstance(obj, Mapping) and obj.get("id") in (None, ""))
         if rec.id in seen:
-            errors.append(RecordError(rec.id, "id", "duplicate id (ids must be unique within a file)"))
+            errors.append(RecordError(rec.id, "id", _duplicate(i, seen[rec.id], rec.id in auto, given)))
             continue
-        seen.add(rec.id)
+        seen[rec.id] = i
+        if not given:
+            auto.add(rec.id)
         records.append(rec)
     return records, errors
 
 
+def _duplicate(i: int, first: int, first_auto: bool, given: bool) -> str:
+    """What a duplicate id says: where both records are (positions from 0, the numbers given as id to records with
+    none), and which of them had no id of its own."""
+    where = f"duplicate id: the record at position {i} has the id of the one at {first} (positions from 0)"
+    if first_auto:
+        return f"{where}, which had no id and was given its position: give every record an id"
+    if not given:
+        return f"{where}; this one had no id and was given its position: give every record an id"
+    return f"{where}; ids must be unique within a file or job, and the first is kept"
+
+
 def _csv_rows(path: Path) -> Iterable[dict]:
-    with path.open(newline="", encoding="utf-8") as f:
+    with path.open(newline="", encoding="utf-8-sig") as f:  # -sig: a byte-order mark (Excel's UTF-8) is not a name
         for row in csv.DictReader(f):
             out: dict[str, Any] = {}
             sample_cols = sorted(
@@ -92,7 +108,7 @@ def _jsonl_objects(raw: bytes) -> tuple[list[Any], list[RecordError]]:
     is not an object become errors naming the line; blank lines are skipped."""
     objs: list[Any] = []
     bad: list[RecordError] = []
-    for lineno, line in enumerate(raw.split(b"\n"), start=1):
+    for lineno, line in enumerate(raw.removeprefix(b"\xef\xbb\xbf").split(b"\n"), start=1):  # less a UTF-8 BOM
         if not line.strip():
             continue
         where = f"line {lineno}"
@@ -136,15 +152,18 @@ def read_records(path: str | Path, need_samples: bool = True) -> tuple[list[Reco
         raise RecordError(str(path), "<file>", "the file is empty: no records to score")
     if suffix == ".csv":
         try:
-            return records_from_objects(list(_csv_rows(path)), need_samples)
+            rows = list(_csv_rows(path))
         except (OSError, UnicodeDecodeError, csv.Error) as e:
             raise RecordError(str(path), "<file>", f"cannot read CSV: {e}") from e
+        if not rows:
+            raise RecordError(str(path), "<file>", "no records in the file (a header and no row)")
+        return records_from_objects(rows, need_samples)
     if suffix == ".jsonl":
         objs, bad = _jsonl_objects(raw)
         recs, errs = records_from_objects(objs, need_samples)
         return recs, bad + errs
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = json.loads(raw.decode("utf-8-sig"))
     except UnicodeDecodeError as e:
         raise RecordError(str(path), "<file>", f"not valid UTF-8 (byte {e.start})") from e
     except json.JSONDecodeError as e:
@@ -153,11 +172,25 @@ def read_records(path: str | Path, need_samples: bool = True) -> tuple[list[Reco
         data = data["records"]
     if not isinstance(data, list):
         raise RecordError(str(path), "<file>", "a JSON file must hold a list of records or {'records': [...]}")
+    if not data:
+        raise RecordError(str(path), "<file>", "no records in the file (an empty list)")
     return records_from_objects(data, need_samples)
 
 
+def pick(items: list, positions: list[int] | None, what: str = "the records") -> list:
+    """``items`` at ``positions`` (all of them for None); a position past the end is an error that says how many
+    there are."""
+    if positions is None:
+        return list(items)
+    past = [i for i in positions if i >= len(items)]
+    if past:
+        raise ValueError(f"position {past[0]} is past the end of {what}: {len(items)} records, positions 0-"
+                         f"{len(items) - 1}")
+    return [items[i] for i in positions]
+
+
 def write_errors(errors: list[RecordError], path: str | Path) -> Path:
-    """The skipped records of a run as JSON lines (record, field, error): the sidecar a pipeline reads."""
+    """The skipped records of a run as JSON lines (record, field, message): the sidecar a pipeline reads."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(e.to_dict()) + "\n" for e in errors), encoding="utf-8")
@@ -167,15 +200,26 @@ def write_errors(errors: list[RecordError], path: str | Path) -> Path:
 # ---------------------------------------------------------------------------------------------------- results
 
 
+def replace_text(path: Path, text: str) -> None:
+    """Write a file whole or not at all: into a temporary file beside it, then renamed over it, so an interruption
+    while writing leaves the earlier file as it was."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
 class ResultWriter:
     """Appends one JSON line per scored record as soon as it is done, so an interrupted run loses nothing.
 
-    With ``resume=True`` the ids already in the file are read back and can be skipped by the caller.
+    With ``resume=True`` the ids already in the file are read back and can be skipped by the caller; ``keep``
+    says which of them stay (the others are taken out of the file, to be scored again; it may raise to refuse the
+    file).
     """
 
-    def __init__(self, path: str | Path, resume: bool = False):
+    def __init__(self, path: str | Path, resume: bool = False, keep: Callable[[ItemResult], bool] | None = None):
         self.path = Path(path)
         self.done: dict[str, ItemResult] = {}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         if resume and self.path.exists():
             for line in self.path.read_text(encoding="utf-8").splitlines():
                 if not line.strip():
@@ -186,11 +230,11 @@ class ResultWriter:
                     continue  # a line cut short by an interruption: that record is scored again
                 if "sentence_scores" in d:
                     it = ItemResult.from_dict(d)
-                    self.done[it.id] = it
-            # rewrite without any half-written tail line
-            self.path.write_text("".join(json.dumps(it.to_dict()) + "\n" for it in self.done.values()))
+                    if keep is None or keep(it):
+                        self.done[it.id] = it
+            # rewritten without a half-written tail line or a result to score again
+            replace_text(self.path, "".join(json.dumps(it.to_dict()) + "\n" for it in self.done.values()))
         else:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             self.path.write_text("")
 
     def write(self, item: ItemResult) -> None:
@@ -209,25 +253,41 @@ def read_results(path: str | Path) -> Results:
         return Results(items=items, methods=methods)
     d = json.loads(text)
     items = [ItemResult.from_dict(x) for x in d["items"]]
-    errs = [RecordError(e["record"], e["field"], e["error"]) for e in d.get("errors", [])]
+    errs = [RecordError(e["record"], e["field"], e.get("message", e.get("error"))) for e in d.get("errors", [])]
     return Results(items=items, errors=errs, methods=d.get("methods", []), settings=d.get("settings", {}))
 
 
 def write_results(results: Results, path: str | Path) -> Path:
     """Write results; the format follows the suffix: .json, .jsonl, .csv (one row per sentence), .parquet."""
-    path = Path(path)
+    path = check_output(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     suffix = path.suffix.lower()
     if suffix == ".json":
-        path.write_text(json.dumps(results.to_dict(), indent=1), encoding="utf-8")
+        replace_text(path, json.dumps(results.to_dict(), indent=1))
     elif suffix == ".jsonl":
-        path.write_text("".join(json.dumps(it.to_dict()) + "\n" for it in results.items), encoding="utf-8")
-    elif suffix == ".csv":
-        results.to_df("sentence").to_csv(path, index=False)
-    elif suffix == ".parquet":
-        results.to_df("sentence").to_parquet(path, index=False)
+        replace_text(path, "".join(json.dumps(it.to_dict()) + "\n" for it in results.items))
     else:
-        raise ValueError(f"unknown output type {suffix!r} (use .json, .jsonl, .csv or .parquet)")
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        df = results.to_df("sentence")
+        df.to_csv(tmp, index=False) if suffix == ".csv" else df.to_parquet(tmp, index=False)
+        os.replace(tmp, path)
+    return path
+
+
+OUTPUT_TYPES = (".json", ".jsonl", ".csv", ".parquet")
+
+
+def check_output(path: str | Path, source: str | Path | None = None) -> Path:
+    """An output path that can be written, checked before any work: a known type, not a folder, not the input
+    file; raises ValueError saying what is wrong."""
+    path = Path(path)
+    if path.suffix.lower() not in OUTPUT_TYPES:
+        raise ValueError(f"unknown output type {path.suffix.lower()!r} for {path} (use .json, .jsonl, .csv or "
+                         ".parquet)")
+    if path.is_dir():
+        raise ValueError(f"the output {path} is a folder: name a file in it")
+    if source is not None and path.exists() and path.resolve() == Path(source).resolve():
+        raise ValueError(f"the output {path} is the input file: write the results to another file")
     return path
 
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from .engine import registry
 from .engine.store import Artefacts
-from .io import ResultWriter, records_from_objects
+from .io import ResultWriter, check_output, records_from_objects, write_results
 from .scorers import combination
 from .scorers.base import MethodScores, PreparedItem
 from .types import ItemResult, MethodInfo, Record, RecordError, Results
@@ -122,6 +122,9 @@ def parse_methods(methods: str | Sequence[str] | None) -> list[str]:
     if isinstance(methods, str):
         methods = [m.strip() for m in methods.split(",") if m.strip()]
     out = list(dict.fromkeys(x for m in methods for x in _expand(m.lower())))
+    if not out:
+        raise ValueError("no method named: give one or more (see `halluscope methods`), or leave --methods out for "
+                         "the default")
     if out == ["combination"]:
         raise ValueError("'combination' combines other methods: name them too (e.g. ngram1_max,bertscore,combination)")
     return out
@@ -310,13 +313,22 @@ class Detector:
         """Score records (dicts or :class:`Record`).
 
         Invalid records become errors in ``Results.errors`` and do not stop the others. With ``output`` (a .jsonl
-        file) each record is written as soon as it is scored; ``resume=True`` skips the records already there.
-        ``evidence`` replaces the samples as what each sentence is checked against (e.g. a reference passage).
+        file) each record is written as soon as it is scored, and ``resume=True`` skips the records already there
+        (scored with the same methods, response and sample count); another type (.json, .csv, .parquet) is written
+        at the end. ``evidence`` replaces the samples as what each sentence is checked against (e.g. a reference
+        passage).
         """
         self.timings = {}
+        if output is not None and check_output(output).suffix.lower() != ".jsonl":
+            if resume:
+                raise ValueError(f"resuming continues a .jsonl output, not {output}")
+            results = self.score(records, progress=progress, evidence=evidence)
+            write_results(results, output)
+            return results
         recs, errors = self._validate(records, evidence)
-        writer = ResultWriter(output, resume=resume) if output else None
-        done = dict(writer.done) if writer else {}
+        by_id = {r.id: r for r in recs}
+        writer = ResultWriter(output, resume=resume, keep=self._resumable(by_id, evidence)) if output else None
+        done = {k: it for k, it in writer.done.items() if k in by_id} if writer else {}
         bad = {e.record for e in errors}
         todo = [r for r in recs if r.id not in done and r.id not in bad]
         t0 = time.perf_counter()
@@ -346,10 +358,28 @@ class Detector:
             settings["combination_stats"] = combination.summary(zm)
         results = Results(items=ordered, errors=errors, methods=list(self.methods), settings=settings)
         if writer and "combination" in self.methods and fixed is None:  # final file: with the run's combination
-            from .io import write_results
-
             write_results(results, writer.path)
         return results
+
+    def _resumable(self, by_id: dict[str, Record], evidence=None) -> Callable[[ItemResult], bool]:
+        """Which results of an earlier run a resumed run keeps: each must hold this run's methods (else a
+        ValueError: one file, one method set), and a record whose response or number of samples (of evidence)
+        changed since is scored again. Results of ids not in this run's records stay in the file untouched."""
+        want = set(self.methods)
+        fixed = self._fixed_combination() is not None
+        need = {m for m in want if m != "combination" or fixed}  # a run-relative combination comes at the end
+
+        def keep(it: ItemResult) -> bool:
+            have = set(it.passage_scores)
+            if not need <= have <= want:
+                raise ValueError(f"the output holds results scored with other methods (record {it.id}: "
+                                 f"{', '.join(sorted(have)) or 'none'}; this run: {', '.join(self.methods)}): resume "
+                                 "with the methods it was scored with, or write to another output")
+            rec = by_id.get(it.id)
+            return rec is None or (it.response == rec.response
+                                   and it.num_samples == len(evidence(rec) if evidence else rec.samples))
+
+        return keep
 
     def _validate(self, records, evidence) -> tuple[list[Record], list[RecordError]]:
         raw = list(records)

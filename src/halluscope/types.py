@@ -24,18 +24,25 @@ class RecordError(ValueError):
         super().__init__(f"{record}: {message}" if field == "<file>" else f"record {record}: field '{field}': {message}")
 
     def to_dict(self) -> dict:
-        return {"record": self.record, "field": self.field, "error": self.message}
+        return {"record": self.record, "field": self.field, "message": self.message}  # the service's 422 shape
+
+
+def has_content(text: str) -> bool:
+    """Whether a text says anything: at least one letter or digit (of any script). Spaces, zero-width spaces,
+    control characters and punctuation alone ("...!!!") are no answer and no evidence."""
+    return any(c.isalnum() for c in text)
 
 
 def _text(rid: str, field: str, value: Any, allow_empty: bool = False) -> str:
-    """A text field: a string, not blank (unless allowed), and valid Unicode (no lone surrogate such as the
-    '\\ud800' a cut emoji leaves), so it can be written out as UTF-8."""
+    """A text field: a string, with a letter or digit in it (unless empty is allowed), and valid Unicode (no lone
+    surrogate such as the '\\ud800' a cut emoji leaves), so it can be written out as UTF-8."""
     if value is None:
         raise RecordError(rid, field, "missing")
     if not isinstance(value, str):
         raise RecordError(rid, field, f"must be a string, got {type(value).__name__}")
-    if not allow_empty and not value.strip():
-        raise RecordError(rid, field, "empty text")
+    if not allow_empty and not has_content(value):
+        raise RecordError(rid, field, "empty text" if not value.strip() else
+                          f"no letter or digit in it ({value[:20]!r}): nothing to check")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as e:
@@ -75,6 +82,8 @@ class Record:
         rid = d.get("id")
         rid = str(index) if rid is None or rid == "" else str(rid)
         rid = rid.encode("utf-8", "backslashreplace").decode("utf-8")  # an id is always printable and writable
+        if "\x00" in rid:  # a database's text cannot hold it (PostgreSQL refuses the whole insert)
+            raise RecordError(rid.replace("\x00", "\\x00"), "id", "contains a NUL character (\\x00)")
 
         response = _text(rid, "response", d.get("response"))
         samples = _samples(rid, d.get("samples"), need_samples)
@@ -216,6 +225,7 @@ class ItemResult:
     claim_scores: dict[str, list[float]] = field(default_factory=dict)
     claim_passage_scores: dict[str, float] = field(default_factory=dict)  # mean over the claims
     claim_evidence: dict[str, list[Any]] = field(default_factory=dict)
+    samples: list[str] | None = None  # kept where the run drew them (``check``), so its output can be scored again
 
     def to_dict(self) -> dict:
         return {
@@ -223,6 +233,7 @@ class ItemResult:
             "prompt": self.prompt,
             "response": self.response,
             "num_samples": self.num_samples,
+            **({"samples": self.samples} if self.samples is not None else {}),
             "sentences": self.sentences,
             "labels": self.labels,
             **({"correct": self.correct} if self.correct is not None else {}),
@@ -249,6 +260,7 @@ class ItemResult:
             prompt=d.get("prompt"),
             response=d.get("response"),
             num_samples=int(d.get("num_samples", 0)),
+            samples=d.get("samples"),
             evidence=dict(d.get("evidence", {})),
             correct=d.get("correct"),
             flags=dict(d.get("flags") or {}),

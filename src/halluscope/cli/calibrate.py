@@ -44,6 +44,8 @@ def calibrate_cmd(
     from .. import calibration
 
     if from_db:
+        if "://" not in from_db and not Path(from_db).expanduser().is_file():  # SQLite would make an empty one
+            raise ValueError(f"--from-db {from_db}: no such database file (the --db of `halluscope serve`)")
         comps = [c.strip() for c in ensemble_components.split(",") if c.strip()] if ensemble_components else None
         content, rep = calibration.refit_from_reviews(from_db, base, ensemble_components=comps)
         for line in calibration.describe_refit(rep):

@@ -31,7 +31,8 @@ app = typer.Typer(
 )
 
 
-reproduce_app = typer.Typer(rich_markup_mode="markdown", help="The SelfCheckGPT paper's experiments on WikiBio GPT-3, beside the paper's figures.")
+reproduce_app = typer.Typer(rich_markup_mode="markdown",
+                             help="The SelfCheckGPT paper's experiments on WikiBio GPT-3, beside the paper's figures.")
 
 
 app.add_typer(reproduce_app, name="reproduce")
@@ -204,6 +205,32 @@ def _read_records_or_exit(path: Path):
     return recs, errors
 
 
+def json_of(path: Path, option: str):
+    """The JSON document of a file an option names; one that is not JSON is an error naming the option."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{option}: {path} is not one JSON document ({e.msg}, line {e.lineno})") from None
+
+
+def show_usage(s: dict, cache_path) -> None:
+    """An LLM run's token counts and cache hits, one dim line on stderr."""
+    err.print(f"[dim]{s['backend']}: {s['prompt_tokens']} prompt + {s['completion_tokens']} completion tokens, "
+              f"{s['cached_generations']} generations from the cache ({cache_path})[/]")
+
+
+def prepare_output(output: Optional[Path], source: Optional[Path], resume: bool = False) -> None:
+    """Before any work: an output that cannot be written is an error now, not after the scoring; --resume needs
+    the .jsonl output it continues; an errors file left by an earlier run is removed (this run lists its own)."""
+    from ..io import check_output
+
+    if resume and (output is None or output.suffix.lower() != ".jsonl"):
+        raise ValueError("--resume continues a .jsonl --output (the file each record is written to as it is scored)")
+    if output is not None:
+        check_output(output, source)
+        output.with_name(output.name + ".errors.jsonl").unlink(missing_ok=True)
+
+
 def _exit_for_skipped(res, output: Optional[Path]) -> None:
     """Skipped records go to OUTPUT.errors.jsonl beside the results (a pipeline reads them there); the exit code
     says what happened: 0 all scored, 1 none scored, 3 some records skipped."""
@@ -267,7 +294,7 @@ def _table(rows: dict[str, dict[str, float]], paper: dict[str, dict[str, float]]
     for c in columns:
         t.add_column(c, justify="right")
     for m, r in rows.items():
-        t.add_row(m, *(_fmt(r.get(c), digits) for c in columns))
+        t.add_row(Text(m), *(_fmt(r.get(c), digits) for c in columns))  # Text: "x [claims, max]" is no markup
         if paper and paper.get(m):
             p = paper[m]
             t.add_row(Text("  paper", style="dim"), *(Text(_fmt(p.get(c)), style="dim") for c in columns))
@@ -280,7 +307,8 @@ def _fmt(v, digits: int = 2) -> str:
     return str(v) if isinstance(v, int) else f"{v:.{digits}f}"
 
 
-ensemble_app = typer.Typer(rich_markup_mode="markdown", help="Response-level confidence: components, baselines and the tuned ensemble (003).")
+ensemble_app = typer.Typer(rich_markup_mode="markdown",
+                            help="Response-level confidence: components, baselines and the tuned ensemble (003).")
 
 
 app.add_typer(ensemble_app, name="ensemble")
@@ -334,17 +362,19 @@ CacheOpt = typer.Option(None, "--cache", help="On-disk generation cache (SQLite;
                         "re-run costs nothing and an interrupted run resumes.")
 
 
-def _parse_range(s: Optional[str]) -> Optional[list[int]]:
+def _parse_range(s: Optional[str], option: str = "--passages") -> Optional[list[int]]:
+    """Positions written as '0-118' or '3,5,7-9' (from 0); a malformed or empty range is an error naming the option
+    (positions past the end are said where the records are known: :func:`halluscope.io.pick`)."""
     if not s:
         return None
     out: list[int] = []
     for part in s.split(","):
-        part = part.strip()
-        if "-" in part:
-            a, b = part.split("-")
-            out.extend(range(int(a), int(b) + 1))
-        elif part:
-            out.append(int(part))
+        a, dash, b = part.strip().partition("-")
+        if not (a.isdigit() and (b.isdigit() if dash else True)):
+            raise ValueError(f"{option} {s!r}: write positions from 0, such as '0-118' or '3,5,7-9'")
+        out.extend(range(int(a), int(b) + 1) if dash else [int(a)])
+        if dash and int(b) < int(a):
+            raise ValueError(f"{option} {s!r}: the range {part.strip()} is empty (write the first position first)")
     return out
 
 

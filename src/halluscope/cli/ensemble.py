@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from ..io import json_safe
 from .common import (
@@ -86,6 +87,9 @@ def ensemble_sac3(
         print(json.dumps(json_safe({k: v for k, v in out.items() if k not in ("scores", "judge_replies")}), indent=1))
     else:
         console.print(_sac3_table(out, cot))
+    if "skipped" in out:
+        say(f"not evaluated: {out['skipped']} ({out['n']} answers; --limit takes more)")
+        raise typer.Exit(1)
 
 
 def _sac3_table(out: dict, cot: int) -> Table:
@@ -133,7 +137,8 @@ def _sac3_cot(items, sampler, k, folds):
 def ensemble_qa(
     benchmarks: str = typer.Option("gsm8k,svamp,csqa,arc,nq_open,popqa", "--benchmarks", "-b",
                                    help="gsm8k, svamp, csqa, arc (Challenge), arc_easy, nq_open, popqa."),
-    limit: int = typer.Option(50, "--limit", help="The first N questions of each benchmark."),
+    limit: int = typer.Option(50, "--limit", help="The first N questions of each benchmark (0: every question; an "
+                              "hour or more a benchmark on 2 CPU cores)."),
     n: int = typer.Option(5, "--samples", "-n", help="Candidate answers per question (temperature --temperature)."),
     temperature: float = typer.Option(1.0, "--temperature"),
     model: Optional[str] = ModelOpt,
@@ -176,6 +181,9 @@ def ensemble_qa(
     rep = run_qa(names, sampler, out, data, limit, n, temperature, folds, seed,
                  [c.strip() for c in components.split(",") if c.strip()], judges, nli=nli_model, console=err)
     console.print(_qa_table(rep))
+    if not rep.get("presets"):
+        err.print("[yellow]warning:[/] no preset could be fitted (no benchmark has both right and wrong answers "
+                  "scored): presets.json is empty")
     err.print(f"report: {out / 'report.md'}")
 
 
@@ -230,6 +238,9 @@ def ensemble_presets(
         return got
 
     presets = presets_from_reports(parts(closed, False), parts(open_, True))
+    if not presets:
+        raise ValueError("no preset could be fitted: the reports hold no benchmark with both right and wrong "
+                         "answers scored (nothing written)")
     save_json(presets, out)
     for label, p in presets.items():
         w = ", ".join(f"{c} {x:.2f}" for c, x in zip(p["components"], p["weights"]))
@@ -355,7 +366,8 @@ def ensemble_score(
     lines = []
     for it, r, c in zip(items, rows, conf):
         flag = bool(c < cfg.threshold)
-        t.add_row(it.id, it.response[:60], f"{c:.3f}", "[red]likely incorrect[/]" if flag else "[green]ok[/]")
+        t.add_row(Text(it.id), Text(it.response[:60]), f"{c:.3f}",  # Text: a user's text is never markup
+                  "[red]likely incorrect[/]" if flag else "[green]ok[/]")
         lines.append(json.dumps({"id": it.id, "confidence": float(c), "hallucination_score": float(1 - c),
                                  "flagged": flag, "components": r}))
     console.print(t)

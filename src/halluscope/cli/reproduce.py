@@ -51,7 +51,8 @@ def reproduce_wikibio(
     nli_precision: str = NliPrecisionOpt,
     combine: Optional[str] = typer.Option(None, "--combine", help="Methods averaged by 'combination' "
                                           "(default: every other chosen method)."),
-    samples: Optional[int] = typer.Option(None, "--samples", help="Use only the first K samples of each passage."),
+    samples: Optional[int] = typer.Option(None, "--samples", min=1, help="Use only the first K samples of each "
+                                         "passage."),
     llm_model: Optional[str] = typer.Option(None, "--llm-model", help="LLM for 'prompt' and 'qa' (GGUF path, or "
                                             "the server's model name with --base-url; default the packaged Gemma)."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible server for the LLM methods."),
@@ -102,7 +103,7 @@ def reproduce_samples(
     from ..evaluation.wikibio import ablation_samples
 
     det = _detector(methods or "ngram1_max,bertscore", encoder, layer, nli, precision=precision, split=split)
-    kk = _parse_range(ks) or list(range(1, 21))
+    kk = _parse_range(ks, "--ks") or list(range(1, 21))
     bar = _bar("sample counts N", len(kk))
     out = ablation_samples(det.methods, ks=kk, data_dir=data, passages=_parse_range(passages), detector=det,
                            progress=lambda k: bar(1))
@@ -198,7 +199,8 @@ def reproduce_claims_cmd(
     claims: str = typer.Option("rule", "--claims", help="Claim splitter: 'rule' (offline parse) or 'llm'."),
     data: Optional[Path] = DataOpt,
     passages: Optional[str] = typer.Option(None, "--passages", help="Subset by position, e.g. '0-118' or '0,4,8'."),
-    samples: Optional[int] = typer.Option(None, "--samples", help="Use only the first K samples of each passage."),
+    samples: Optional[int] = typer.Option(None, "--samples", min=1, help="Use only the first K samples of each "
+                                         "passage."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Results .jsonl, written as the run goes."),
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run from --output (a finished "
                                 "file is evaluated again without rescoring)."),

@@ -45,7 +45,10 @@ from .common import (
     _parse_range,
     _method_options,
     MethodOptionOpt,
+    json_of,
+    prepare_output,
     say,
+    show_usage,
 )
 
 
@@ -55,7 +58,7 @@ def score(
     path: Optional[Path] = typer.Argument(None, help="Records (.jsonl, .json, .csv); default: the bundled examples."),
     methods: Optional[str] = MethodsOpt,
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write results (.jsonl/.json/.csv/.parquet)."
-                                          " A .jsonl output is written record by record as the run goes."),
+                                          " A .jsonl output is written as the run goes, a batch of 16 records at a time."),
     resume: bool = typer.Option(False, "--resume", help="Skip records already in the .jsonl --output."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON instead of the coloured view."),
     encoder: Optional[str] = EncoderOpt,
@@ -112,12 +115,19 @@ def _score_local(path, output, resume, as_json, options: dict, llm: tuple) -> No
     from ..io import write_results
     from ..pipeline import Detector, asks_llm
 
-    recs, errors = _read_records_or_exit(path or example_path())
+    source = path or example_path()
+    prepare_output(output, source, resume)
+    recs, errors = _read_records_or_exit(source)
     det = Detector(**options)
     if llm[0] or llm[1] or asks_llm(det.methods, det.qa_stages) or options.get("claims") == "llm":
         det.llm = _sampler(*llm)
     stream = output if output is not None and output.suffix.lower() == ".jsonl" else None
-    res = det.score(recs, output=stream, resume=resume, progress=True)
+    try:
+        res = det.score(recs, output=stream, resume=resume, progress=True)
+    except KeyboardInterrupt:
+        say(f"interrupted: the records scored so far are in {stream}; run the same command with --resume to go on"
+            if stream else "interrupted: nothing written (a .jsonl --output keeps each record as it is scored)")
+        raise typer.Exit(130)
     res.errors = errors + res.errors
     if output is not None and stream is None:
         write_results(res, output)
@@ -136,7 +146,7 @@ def check(
     prompts: Optional[list[str]] = typer.Argument(None, help="Prompts (questions) to answer and check."),
     file: Optional[Path] = typer.Option(None, "--file", "-f", help="A file of prompts, one per line (or JSONL with "
                                         "a 'prompt' field)."),
-    n: int = typer.Option(20, "--samples", "-n", help="Stochastic samples per prompt."),
+    n: int = typer.Option(20, "--samples", "-n", min=1, help="Stochastic samples per prompt."),
     methods: Optional[str] = typer.Option(None, "--methods", "-m",
                                           help="Scoring methods; default: the default methods and their calibrated "
                                           "probability; add 'prompt', 'greybox', 'qa', ..."),
@@ -167,6 +177,7 @@ def check(
     from ..llm.sampler import usage_summary
 
     opts = _method_options(method_option)
+    prepare_output(output, None)
     items = list(prompts or []) + (read_prompts(file) if file else [])
     if not items:
         raise ValueError("give prompts as arguments or with --file")
@@ -178,6 +189,8 @@ def check(
                                                                    top_logprobs=top_logprobs))
     det.llm = sampler
     res = det.score(records, progress=True)
+    for it in res.items:  # the drawn samples go into the output: it can be read, reviewed and scored again
+        it.samples = next(r.samples for r in records if r.id == it.id)
     res.settings["llm"] = {"backend": sampler.backend.cache_id(), "samples": n, "temperature": temperature,
                            "seed": seed, **usage_summary(records, res)}
     res.errors = problems + res.errors
@@ -187,7 +200,7 @@ def check(
         print(json.dumps(res.to_dict(), indent=1))
     else:
         show_results(res)
-        _show_usage(res.settings["llm"], sampler.cache.path)
+        show_usage(res.settings["llm"], sampler.cache.path)
     _exit_for_skipped(res, output)
 
 
@@ -230,16 +243,11 @@ def evaluate(
     chosen = [m.strip() for m in methods.split(",")] if methods else None
     res, scored_now = load_results(path, with_, combine, _parse_range(passages), chosen, learned)
     if res is None:  # labelled records: score them now
-        recs, _ = _read_records_or_exit(path)
-        positions = _parse_range(passages)
-        recs = [recs[i] for i in positions] if positions is not None else recs
-        unlabelled = sum(r.labels is None and r.correct is None for r in recs)
-        if unlabelled:
-            err.print(f"[yellow]warning:[/] {unlabelled} records have neither labels nor a grade ('correct') and are "
-                      "left out of the figures")
+        if output:
+            prepare_output(output, path)
         det = _detector(methods, encoder, layer, nli, precision=precision, split=split,
                         learned=str(learned) if learned else None)
-        res = det.score(recs, progress=True)
+        res = _score_labelled(det, path, _parse_range(passages))
     if calibration_file:
         from .. import calibration
 
@@ -253,6 +261,27 @@ def evaluate(
         show_results(Results(items=res.items[:show], methods=res.methods, settings=res.settings),
                      primary=chosen[0] if chosen else None)
     _render_figures(figures, path.name, as_json)
+    if scored_now:  # records scored here: the skipped ones are listed and said by the exit code
+        _exit_for_skipped(res, output)
+
+
+def _score_labelled(det, path: Path, positions):
+    """``evaluate`` on records: those at ``positions`` scored, the unreadable ones kept as the results' errors;
+    records with neither labels nor a grade are said (all of them: an error, before any scoring)."""
+    from ..io import pick
+
+    recs, skipped = _read_records_or_exit(path)
+    recs = pick(recs, positions, str(path))
+    unlabelled = sum(r.labels is None and r.correct is None for r in recs)
+    if recs and unlabelled == len(recs):
+        raise ValueError(f"no record of {path} has sentence labels ('sentences' and 'labels') or a grade "
+                         "('correct'): nothing to evaluate against (`halluscope score` scores them)")
+    if unlabelled:
+        err.print(f"[yellow]warning:[/] {unlabelled} records have neither labels nor a grade ('correct') and are "
+                  "left out of the figures")
+    res = det.score(recs, progress=True)
+    res.errors = skipped + res.errors
+    return res
 
 
 def _render_figures(figures: dict, name: str, as_json: bool) -> None:
@@ -291,12 +320,12 @@ def report(
     """One self-contained HTML report (no network): highlighted passages with per-method scores and evidence, the
     papers' figures where the file has labels, and a summary of the run."""
     from ..io import merge_results, read_results
-    from ..report.html import build_report, samples_of
+    from ..report.html import build_report, check_inputs, samples_of
 
+    f7, ens = (json_of(p, o) if p else None for p, o in ((fig7, "--samples-ablation"), (ensemble, "--ensemble")))
+    check_inputs(f7, ens)
     res = merge_results([read_results(results), *(read_results(p) for p in with_ or [])])
     samples = samples_of(res, _read_records_or_exit(records)[0] if records else None, data)
-    f7 = json.loads(fig7.read_text()) if fig7 else None
-    ens = json.loads(ensemble.read_text()) if ensemble else None
     path = build_report(res, out, title, samples, f7, ens, source=str(results), figures_dir=figures)
     err.print(f"report: {path} ({path.stat().st_size / 1e6:.1f} MB)")
 
@@ -346,6 +375,9 @@ def _score_on_ray(engine, path, output, resume, address, pool, as_json, options)
     if run.shards_failed:
         raise ValueError(f"{len(run.shards_failed)} shards could not be read (see {output}/errors/): run again to "
                          "retry them")
+    if run.errors:  # the exit code of the local path: 3 some records skipped, 1 none scored
+        err.print(f"[yellow]{run.errors} records skipped[/] (listed in {output}/errors/)")
+        raise typer.Exit(3 if run.records or run.shards_skipped else 1)
 
 
 def _draw(sampler, items: list[str], template, chat: bool, settings: dict):
@@ -363,8 +395,3 @@ def _draw(sampler, items: list[str], template, chat: bool, settings: dict):
     for e in problems:
         say(e, "skipped", "yellow")
     return records, problems
-
-
-def _show_usage(s: dict, cache_path) -> None:
-    err.print(f"[dim]{s['backend']}: {s['prompt_tokens']} prompt + {s['completion_tokens']} completion tokens, "
-              f"{s['cached_generations']} generations from the cache ({cache_path})[/]")

@@ -35,8 +35,9 @@ def train_learned(
                                                    "id when several; default: score the passages now."),
     components: str = typer.Option("ngram1_max,bertscore,nli", "--components", help="Component methods (the "
                                    "default is the packaged file's)."),
-    passages: str = typer.Option("0-118", "--passages", help="Training passages by position (default: the "
-                                 "development half; never train on what you report)."),
+    passages: str = typer.Option("0-118", "--passages", help="Training passages: positions in the WikiBio file, "
+                                 "found in the results by id (default: the development half; never train on what "
+                                 "you report)."),
     c: float = typer.Option(1.0, "--C", help="Inverse L2 regularization strength of the logistic regression."),
     folds: int = typer.Option(5, "--folds", help="Cross-validation folds (grouped by passage) for the printed check."),
     output: Path = typer.Option(..., "--output", "-o", help="Where to write the JSON (use it with --learned; the "
@@ -47,7 +48,7 @@ def train_learned(
     as_json: bool = typer.Option(False, "--json"),
 ):
     """Train the `learned` logistic combination on labelled WikiBio passages; print cross-validated figures."""
-    from ..evaluation.wikibio import evaluate_results, load_wikibio
+    from ..evaluation.wikibio import evaluate_results, load_wikibio, passages_by_id
     from ..io import merge_results, read_results
     from ..scorers.learned import LearnedCombination, cross_validate
 
@@ -55,7 +56,8 @@ def train_learned(
     positions = _parse_range(passages)
     if results:
         res = merge_results([read_results(p) for p in results])
-        res.items = [res.items[i] for i in positions] if positions is not None else res.items
+        res.items = passages_by_id(res.items, positions or list(range(119)), data, ", ".join(map(str, results)),
+                                   passages)
     else:
         res = _detector(",".join(comps), None, None, nli, precision=precision).score(load_wikibio(data, positions),
                                                                                     progress=True)

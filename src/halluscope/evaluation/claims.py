@@ -52,7 +52,7 @@ def passage_correlations(results: Results, method: str) -> dict[str, float]:
     y = np.array([np.mean(it.labels) for it in items])
     s = np.array([it.passage_scores[method] for it in items], float)
     ok = np.isfinite(s)
-    if ok.sum() < 3 or np.std(s[ok]) == 0:
+    if ok.sum() < 3 or np.std(s[ok]) == 0 or np.std(y[ok]) == 0:  # a correlation with a constant is undefined
         return {"pearson": float("nan"), "spearman": float("nan")}
     return {"pearson": 100.0 * float(pearsonr(y[ok], s[ok])[0]),
             "spearman": 100.0 * float(spearmanr(y[ok], s[ok])[0])}

@@ -60,7 +60,7 @@ def evaluate_scores(ls: LabelledScores) -> dict[str, float]:
     }
     ps = np.asarray(ls.passage_scores, dtype=float)
     ok = np.isfinite(ps)
-    if ok.sum() >= 3 and np.std(ps[ok]) > 0:
+    if ok.sum() >= 3 and np.std(ps[ok]) > 0 and np.std(ls.passage_labels[ok]) > 0:  # else undefined (NaN)
         out["pearson"] = 100.0 * float(pearsonr(ls.passage_labels[ok], ps[ok])[0])
         out["spearman"] = 100.0 * float(spearmanr(ls.passage_labels[ok], ps[ok])[0])
     else:

@@ -208,7 +208,7 @@ def answer_items(questions: list[QAQuestion], sampler, m: int = 5, temperature: 
         chunk = gens[k * (m + 1) : (k + 1) * (m + 1)]
         errs = [str(g) for g in chunk if not hasattr(g, "text")]
         if errs:
-            problems.append({"record": q.id, "field": "generation", "error": "; ".join(errs)})
+            problems.append({"record": q.id, "field": "generation", "message": "; ".join(errs)})
             continue
         texts = [g.text.strip() for g in chunk]
         meta = {"benchmark": q.benchmark, "kind": q.kind, "gold": q.gold,

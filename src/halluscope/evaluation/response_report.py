@@ -136,8 +136,8 @@ def run_qa(benchmarks, sampler, out_dir: str | Path, data_dir=None, limit: int =
             rows = scorer.score(items, step)
         with (out_dir / f"items_{name}.jsonl").open("w") as f:
             for it, r in zip(items, rows):
-                f.write(json.dumps({"id": it.id, "question": it.question, "answer": it.response, "samples": it.samples,
-                                    "correct": it.correct, "gold": it.meta["gold"],
+                f.write(json.dumps({"id": it.id, "question": it.question, "response": it.response,
+                                    "samples": it.samples, "correct": it.correct, "gold": it.meta["gold"],
                                     "extracted": it.meta.get("extracted"), "judges": it.meta.get("judges", {}),
                                     "components": {k: (None if not np.isfinite(v) else v) for k, v in r.items()}},
                                    ensure_ascii=False) + "\n")
@@ -168,7 +168,8 @@ def reanalyze(out_dir: str | Path, folds: int | None = None, seed: int = 0) -> d
         items, rows = [], []
         for line in (out_dir / f"items_{name}.jsonl").read_text().splitlines():
             x = json.loads(line)
-            items.append(ResponseItem(x["id"], x["question"], x["answer"], x["samples"], x["correct"]))
+            items.append(ResponseItem(x["id"], x["question"], x.get("response", x.get("answer")), x["samples"],
+                                      x["correct"]))  # "answer": the key of files written before 2026-11-28
             rows.append({c: (np.nan if x["components"].get(c) is None else x["components"][c]) for c in comps})
         res = analyze(items, rows, comps, folds, seed, reflection=refl)
         for k in ("problems", "kind", "accuracy", "seconds"):

@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..io import read_records
+from ..io import pick, read_records
 from ..pipeline import Detector
 from ..types import Record, Results
 from .metrics import LabelledScores, evaluate_scores, evaluate_scores_random_ties, random_baseline
@@ -57,8 +57,23 @@ def load_wikibio(data_dir: str | Path | None = None, passages: Sequence[int] | N
         for r in recs:
             r.prompt = by_id.get(r.id, r.prompt)
     if passages is not None:
-        recs = [recs[i] for i in passages]
+        recs = pick(recs, passages, "the WikiBio passages")
     return recs
+
+
+def passages_by_id(items: list, positions: list[int], data_dir: str | Path | None = None, what: str = "the results",
+                   asked: str = "", partial: bool = False) -> list:
+    """The results of WikiBio passages ``positions`` (positions in the WikiBio file, e.g. 0-118 for the development
+    half), found by their ids, not by their place in a results file that may hold other passages, so a fit never
+    says "passages 0-118" of other data. An error if any is missing (``partial``: only if all are)."""
+    ids = [r.id for r in load_wikibio(data_dir, positions)]
+    by_id = {it.id: it for it in items}
+    got = [by_id[i] for i in ids if i in by_id]
+    if len(got) < len(ids) and not (partial and got):
+        raise ValueError(f"{what} holds {len(got)} of the {len(ids)} WikiBio passages {asked or 'asked for'} (found "
+                         "by id): score them first (`halluscope reproduce wikibio --passages ... -o FILE`), or ask "
+                         "for the passages the file holds")
+    return got
 
 
 def labelled_scores(results: Results, method: str) -> LabelledScores:
@@ -142,6 +157,9 @@ def ablation_samples(
     embedding or NLI pair is computed once however many k use it."""
     det = detector or Detector(methods=methods)
     recs = load_wikibio(data_dir, passages)
+    most = min(len(r.samples) for r in recs)
+    if any(k < 1 or k > most for k in ks):
+        raise ValueError(f"numbers of samples: each from 1 to {most} (the passages' samples), got {list(ks)}")
     out: dict[str, dict[int, dict[str, float]]] = {m: {} for m in det.methods}
     for k in ks:
         res = det.score(recs, evidence=lambda r, k=k: r.samples[:k])
@@ -230,7 +248,7 @@ def load_results(path, with_=None, combine: str | None = None, positions=None, m
         combination.apply(res.items, comps, "run")
         res.methods = list(dict.fromkeys([*res.methods, "combination"]))
     if positions is not None:
-        res.items = [res.items[i] for i in positions]
+        res.items = pick(res.items, positions, str(path))
     if methods and "learned" in methods and res.items and "learned" not in res.items[0].sentence_scores:
         from ..scorers.learned import LearnedCombination
 

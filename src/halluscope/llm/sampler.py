@@ -69,9 +69,9 @@ class Draw:
 
     def to_record(self, index: int, prompt: str, backend_id: str = ""):
         """The record to score: the main response, its token log-probs (offsets relative to the stripped text), and
-        the non-empty samples (an empty sample says nothing: left out, and ``meta`` counts it). Raises
-        :class:`~halluscope.types.RecordError` naming the field at fault."""
-        from ..types import Record, RecordError
+        the samples with content (an empty sample, or one of punctuation alone, says nothing: left out, and ``meta``
+        counts it). Raises :class:`~halluscope.types.RecordError` naming the field at fault."""
+        from ..types import Record, RecordError, has_content
 
         if not self.ok:
             raise RecordError(str(index), "samples", "; ".join(self.errors))
@@ -79,7 +79,7 @@ class Draw:
         lead = len(text) - len(text.lstrip())
         toks = [dict(vars(t), offset=t.offset - lead) for t in (self.main.tokens or [])]
         samples = [s.text.strip() for s in self.samples]
-        used = [x for x in samples if x]
+        used = [x for x in samples if has_content(x)]
         rec = Record.from_dict({"id": str(index), "prompt": prompt, "response": text.strip(), "samples": used}, index)
         rec.meta = {"tokens": toks, "usage": self.usage(), "backend": backend_id, "samples_used": len(used),
                     "samples_empty": len(samples) - len(used)}

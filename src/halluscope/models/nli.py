@@ -347,4 +347,9 @@ def load_nli(name: str | None = None, **kw) -> NLI:
     if name.startswith(("/", "./", "../", "~")) and not Path(name).expanduser().is_dir():
         raise ValueError(f"NLI model '{name}': no such folder (give 'halluscope-nli', 'aegis', a Hugging Face id, "
                          "or the folder of a saved model, e.g. `halluscope train-nli`'s OUT/model)")
-    return HFNLI(str(Path(name).expanduser()) if name.startswith("~") else name, **kw)
+    folder = Path(name).expanduser()
+    if folder.is_dir() and not (folder / "config.json").is_file():
+        hint = (f": it is a `train-nli` output, whose model is in {folder / 'model'}"
+                if (folder / "model" / "config.json").is_file() else " (no config.json in it)")
+        raise ValueError(f"NLI model '{name}': not a saved model{hint}")
+    return HFNLI(str(folder) if name.startswith("~") else name, **kw)

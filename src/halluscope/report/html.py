@@ -23,6 +23,7 @@ import json
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -76,8 +77,9 @@ def _passage_scatter(res: Results, methods: list[str], buf) -> None:
     for ax, m in zip(axes.flat, methods):
         ls = labelled_scores(res, m)
         ok = np.isfinite(ls.passage_scores)
-        ax.scatter(ls.passage_labels[ok], ls.passage_scores[ok], s=8, alpha=0.6)
-        r = pearsonr(ls.passage_labels[ok], ls.passage_scores[ok])[0] if ok.sum() > 2 else float("nan")
+        x, y = ls.passage_labels[ok], ls.passage_scores[ok]
+        ax.scatter(x, y, s=8, alpha=0.6)
+        r = pearsonr(x, y)[0] if ok.sum() > 2 and np.std(x) > 0 and np.std(y) > 0 else float("nan")
         ax.set(title=f"{m} (PCC {100 * r:.1f})", xlabel="human score (mean label)", ylabel="passage score")
         ax.title.set_fontsize(9)
     for ax in list(axes.flat)[k:]:
@@ -149,6 +151,25 @@ def _table_html(rows: list[tuple[str, dict, dict | None]], cols=COLUMNS, names=C
             cells = "".join(f"<td>{'-' if paper.get(c) is None else f'{paper[c]:.2f}'}</td>" for c in cols)
             body.append(f"<tr class='paper'><td>&nbsp;&nbsp;paper</td>{cells}</tr>")
     return f"<table><tr><th>method</th>{head}</tr>{''.join(body)}</table>"
+
+
+def check_inputs(fig7: Any, ensemble: Any, names: tuple[str, str] = ("--samples-ablation", "--ensemble")) -> None:
+    """The two optional JSON inputs of a report are what they should be, else a ValueError naming the option:
+    Figure 7's ``{method: {N: figures}}`` (``reproduce samples --json``) and a response-level report, one
+    (``ensemble sac3 -o``) or per benchmark (``ensemble qa``'s report.json)."""
+    if fig7 is not None and not (isinstance(fig7, dict) and fig7 and all(
+            isinstance(v, dict) and v and all(str(k).isdigit() and isinstance(x, dict) and {"spearman",
+                                              "nonfact_star"} <= set(x) for k, x in v.items())
+            for v in fig7.values())):
+        raise ValueError(f"{names[0]}: not the JSON of `halluscope reproduce samples --json` "
+                         "({method: {N: figures}})")
+    if ensemble is None:
+        return
+    blocks = ensemble.get("benchmarks", {"": ensemble}) if isinstance(ensemble, dict) else None
+    if not (isinstance(blocks, dict) and blocks and all(
+            isinstance(r, dict) and "n" in r and ("skipped" in r or "scores" in r) for r in blocks.values())):
+        raise ValueError(f"{names[1]}: not the JSON of `halluscope ensemble sac3 -o` or `ensemble qa`'s "
+                         "report.json")
 
 
 def _ensemble_sections(ens: dict, figs: list[tuple[str, str]]) -> str:
