@@ -540,3 +540,84 @@ def test_a_watched_calibration_file_is_picked_up_when_it_appears_and_kept_when_i
     os.remove(cal)
     loop._maybe_reload()
     assert loop.detector == ("detector of", str(cal)) and loop.reloads == 1  # kept, not the packaged one
+
+
+def test_hostile_input_is_a_422_and_stores_nothing(server):
+    """What a hostile client sends is refused with the documented 422 and stores nothing, on SQLite and on
+    PostgreSQL (where a NUL in an id made every later job wait for ever, and failed its batch's other checks): a NUL
+    in an id or in the URL, JSON nested 100,000 deep, a response over --max-chars (default 20,000), scopes given as a
+    string or empty."""
+    h = {"Authorization": f"Bearer {server.admin_key}"}
+    with server.client() as c:
+        before = c.results()["total"]
+    r = httpx.post(server.url + "/v1/check", json={**SHORT[0], "id": "a\u0000b"}, headers=h)
+    assert r.status_code == 422 and r.json()["detail"][0]["field"] == "id", r.text
+    r = httpx.post(server.url + "/v1/jobs", json=[SHORT[1], {**SHORT[0], "id": "n\u0000"}], headers=h)
+    assert r.status_code == 422 and [d["field"] for d in r.json()["detail"]] == ["id"]
+    for path in ("/v1/results?tag=model:a%00b", "/v1/stats?group=a%00", "/v1/results/x%00y"):
+        r = httpx.get(server.url + path, headers=h)
+        assert r.status_code == 422 and r.json()["detail"][0]["field"] == "url", (path, r.text)
+    deep = b'{"response": "x", "samples": ["y"], "tags": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    r = httpx.post(server.url + "/v1/check", content=deep, headers={**h, "content-type": "application/json"})
+    assert r.status_code == 422 and "nested" in r.json()["detail"][0]["message"]
+    long = {**SHORT[0], "response": "Sydney is the capital of Australia. " * 600}  # 21,600 characters
+    r = httpx.post(server.url + "/v1/check", json=long, headers=h)
+    assert r.status_code == 422 and r.json()["detail"][0]["field"] == "response"
+    assert "--max-chars" in r.json()["detail"][0]["message"]
+    assert httpx.post(server.url + "/v1/jobs", json=[long], headers=h).status_code == 422
+    for scopes in ("review", []):
+        r = httpx.post(server.url + "/v1/keys", json={"name": "x", "scopes": scopes}, headers=h)
+        assert r.status_code == 422 and "a non-empty list of scopes" in r.json()["detail"][0]["message"]
+    with server.client() as c:
+        assert c.results()["total"] == before
+        assert c.check(**SHORT[1])["id"]  # and the server still answers
+
+
+def test_a_record_the_database_refuses_fails_alone(tmp_path, monkeypatch):
+    """The scoring loop against a real SQLite database with one record whose storing fails (the database refusing
+    it, injected at the store): a check batched with others fails alone, they are stored and answered; in a job the
+    record is marked failed with the database's reason and the job finishes, where the whole chunk was retried for
+    ever before and every later job waited."""
+    from halluscope.pipeline import Detector
+    from halluscope.serve import store
+    from halluscope.serve.db import make_engine
+    from halluscope.serve.worker import ScoringLoop
+    from halluscope.types import Record
+
+    engine = make_engine(tmp_path / "s.db")
+    real_checks, real_jobs = store.save_results, store.save_job_results
+
+    def refuse_checks(eng, scored):
+        if any(rec.id == "poison" for _, rec, *_ in scored):
+            raise ValueError("the database refuses this record")
+        return real_checks(eng, scored)
+
+    def refuse_jobs(eng, job_id, scored, *a, **k):
+        if any(rec.id == "poison" for _, _, rec, _ in scored):
+            raise ValueError("the database refuses this record")
+        return real_jobs(eng, job_id, scored, *a, **k)
+
+    monkeypatch.setattr(store, "save_results", refuse_checks)
+    monkeypatch.setattr(store, "save_job_results", refuse_jobs)
+    loop = ScoringLoop(engine, lambda cal, extra=(): Detector(methods="ngram1_max"), max_wait=0.5)
+    recs = [Record.from_dict({**SHORT[i % 2], "id": rid}) for i, rid in enumerate(["a", "poison", "b"])]
+    futures = [loop.submit(r, {}, None) for r in recs]  # queued before the loop starts: one batch
+    loop.start()
+    try:
+        got = {r.id: f.exception(timeout=120) or f.result() for r, f in zip(recs, futures)}
+        assert isinstance(got["poison"], ValueError)
+        assert got["a"]["id"] and got["b"]["id"] and got["a"]["record_id"] == "a", got
+        jid = store.create_job(engine, [{**SHORT[0], "id": "c"}, {**SHORT[1], "id": "poison"}], {}, None)
+        loop.notify_job()
+        deadline = time.time() + 120
+        while (job := store.get_job(engine, jid))["status"] != "done" and time.time() < deadline:
+            time.sleep(0.2)
+        assert job["status"] == "done" and job["done"] == 2, job
+        assert [e["index"] for e in job["errors"]] == [1] and "refuses" in job["errors"][0]["message"]
+        nxt = store.create_job(engine, [{**SHORT[1], "id": "d"}], {}, None)  # the queue goes on
+        loop.notify_job()
+        while store.get_job(engine, nxt)["status"] != "done" and time.time() < deadline + 60:
+            time.sleep(0.2)
+        assert store.get_job(engine, nxt)["done"] == 1
+    finally:
+        loop.stop()

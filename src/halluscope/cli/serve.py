@@ -8,8 +8,9 @@ from typing import Optional
 
 import typer
 
-from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, CacheOpt, ChatOpt, MethodsOpt, ModelOpt, _read_records_or_exit,
-                     app, console, err, fails)
+from ..types import RecordError, Results
+from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, CacheOpt, ChatOpt, MethodsOpt, ModelOpt, _exit_for_skipped,
+                     _read_records_or_exit, app, console, err, fails, prepare_output)
 
 DbOpt = typer.Option(None, "--db", help="Database: a SQLite file path or a URL (postgresql://user@host/db); "
                      "default ~/.local/share/halluscope/serve.db.")
@@ -30,6 +31,9 @@ def serve(
     no_auth: bool = typer.Option(False, "--no-auth", help="No API keys (only on a loopback address)."),
     rate_limit: float = typer.Option(600, "--rate-limit", help="Requests a minute per key (0: no limit)."),
     max_body_mb: float = typer.Option(10, "--max-body-mb", help="Largest request body."),
+    max_chars: int = typer.Option(20000, "--max-chars", help="Longest response scored, in characters (the loop "
+                                  "scores one batch at a time: a longer answer is refused with 422, not left to "
+                                  "hold every other check)."),
     max_batch: int = typer.Option(16, "--max-batch", help="Checks scored together in one model pass."),
     job_chunk: int = typer.Option(16, "--job-chunk", help="Job records scored (and committed) together."),
     samples: int = typer.Option(10, "--samples", "-n", help="Samples drawn for prompt-only checks."),
@@ -49,7 +53,8 @@ def serve(
 
     sampler = _sampler(model, base_url, backend, chat, api_key_env, cache) if (llm or model or base_url) else None
     cfg = ServeConfig(db=db, methods=methods, calibration=str(calibration) if calibration else None,
-                      auth=not no_auth, rate_limit=rate_limit, max_body_mb=max_body_mb, max_batch=max_batch,
+                      auth=not no_auth, rate_limit=rate_limit, max_body_mb=max_body_mb, max_chars=max_chars,
+                      max_batch=max_batch,
                       job_chunk=job_chunk, samples=samples, llm=sampler)
     run(cfg, host=host, port=port)
 
@@ -71,7 +76,12 @@ def submit(
 
     import httpx
 
-    recs, _ = _read_records_or_exit(path)  # it names each skipped record
+    if output is not None and output.suffix.lower() != ".jsonl":
+        raise ValueError(f"--output {output}: the job's results are JSON lines: name a .jsonl file")
+    prepare_output(output, path)
+    recs, skipped = _read_records_or_exit(path)  # it names each skipped record
+    if not recs:
+        raise ValueError(f"no valid record in {path}: nothing to send")
     tags = dict(t.split(":", 1) for t in tag or [] if ":" in t)
     with Client(server, key=os.environ.get(key_env)) as c:
         try:
@@ -95,13 +105,17 @@ def submit(
         j = c.wait(job["id"], progress=show)
         rows = list(c.job_results(job["id"]))
     flagged = sum(r["flagged"] for r in rows)
-    console.print(f"{len(rows)} answers scored, {flagged} flagged; {len(j['errors'])} failed")
+    console.print(f"{len(rows)} answers scored, {flagged} flagged; {len(j['errors'])} failed on the server")
     if output:
         output.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
         err.print(f"written to {output}")
+    failed = [RecordError(recs[e["index"]].id if e["index"] < len(recs) else str(e["index"]), "<scoring>",
+                          e["message"]) for e in j["errors"]]
+    _exit_for_skipped(Results(items=rows, errors=skipped + failed), output)
 
 
-keys_app = typer.Typer(rich_markup_mode="markdown", help="API keys of a service's database (run where the database is).")
+keys_app = typer.Typer(rich_markup_mode="markdown",
+                       help="API keys of a service's database (run where the database is).")
 app.add_typer(keys_app, name="keys")
 
 

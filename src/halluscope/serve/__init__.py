@@ -38,7 +38,7 @@ def run(config: ServeConfig, host: str = "127.0.0.1", port: int = 8000, log_leve
         engine = make_engine(config.db)
         key = ensure_admin_key(engine) if config.auth else None
         engine.dispose()
-    except sa.exc.OperationalError as e:  # a server that is not there, a refused login, a file it cannot open
+    except sa.exc.DatabaseError as e:  # a server that is not there, a refused login, a file it cannot open or read
         reason = str(e.orig or e).strip().splitlines()[0]
         raise ValueError(f"cannot open the database {safe}: {reason}") from None
     except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as e:  # a URL that is not one

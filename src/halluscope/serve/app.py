@@ -56,6 +56,7 @@ class ServeConfig:
     auth: bool = True
     rate_limit: float = 600.0  # requests a minute per key (0: none)
     max_body_mb: float = 10.0
+    max_chars: int = 20000  # longest response scored (one long answer would hold every other check while scored)
     max_batch: int = 16
     max_wait: float = 0.01
     job_chunk: int = 16
@@ -101,6 +102,14 @@ async def _too_large(send, limit: int) -> None:
     await send({"type": "http.response.start", "status": 413,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
+
+
+def _too_long(recs: list[Record], limit: int) -> list[RecordError]:
+    """Responses over the server's limit: the loop scores one batch at a time, so an answer of 100,000 characters
+    would hold every other client's check for a minute."""
+    return [RecordError(r.id, "response", f"{len(r.response)} characters, over this server's limit of {limit} "
+                        "(serve --max-chars): split the answer, or raise the limit") for r in recs
+            if len(r.response) > limit]
 
 
 def _unprocessable(errors: list[RecordError]) -> HTTPException:
@@ -249,7 +258,11 @@ def create_app(config: ServeConfig) -> FastAPI:
     @app.middleware("http")
     async def count(request: Request, call_next):
         t = time.perf_counter()
-        resp = await call_next(request)
+        if "\x00" in request.scope["path"] or any("\x00" in k + v for k, v in request.query_params.multi_items()):
+            resp = JSONResponse({"detail": [{"record": None, "field": "url", "message": "a NUL character (%00) in "
+                                             "the URL"}]}, status_code=422)  # no database text can hold one
+        else:
+            resp = await call_next(request)
         route = request.scope.get("route")
         metrics.request(getattr(route, "path", "other"), request.method, resp.status_code, time.perf_counter() - t)
         return resp
@@ -306,14 +319,16 @@ async def _json_body(request: Request) -> Any:
             if line.strip():
                 try:
                     out.append(json.loads(line))
-                except ValueError as e:
+                except (ValueError, RecursionError) as e:
                     raise HTTPException(422, detail=[{"record": str(len(out)), "field": "<line>",
-                                                      "message": f"line {n} is not JSON: {e}"}])
+                                                      "message": f"line {n} is not JSON: {e or 'nested too deeply'}"}])
         return out
     try:
         return json.loads(text)
     except ValueError as e:
         raise HTTPException(422, detail=[{"record": None, "field": "body", "message": f"not JSON: {e}"}])
+    except RecursionError:
+        raise HTTPException(422, detail=[{"record": None, "field": "body", "message": "JSON nested too deeply"}])
 
 
 def _draw(hs: Service, body: dict) -> dict:
@@ -352,6 +367,8 @@ async def check(request: Request, who: Principal = Depends(require("submit"))):
         rec = Record.from_dict(body, 0)
     except RecordError as e:
         raise _unprocessable([e])
+    if _too_long([rec], hs.config.max_chars):
+        raise _unprocessable(_too_long([rec], hs.config.max_chars))
     try:
         return await asyncio.wrap_future(hs.loop.submit(rec, tags, who.name))
     except RecordError as e:
@@ -377,12 +394,16 @@ async def create_job(request: Request, tag: list[str] | None = Query(None),
     body = await _json_body(request)
     tags = _tags(tag)
     if isinstance(body, dict):
-        tags = {**(body.get("tags") or {}), **tags}
+        given = body.get("tags") or {}
+        if not isinstance(given, dict) or not all(isinstance(v, str) for v in given.values()):
+            raise _unprocessable([RecordError("job", "tags", "must be an object of strings")])
+        tags = {**given, **tags}
         body = body.get("records")
     if not isinstance(body, list) or not body:
         raise _unprocessable([RecordError("0", "records", "expected a non-empty list of records")])
     recs, errors = records_from_objects(body)
     errors += [RecordError(r.id, "samples", "no samples to check the response against") for r in recs if not r.samples]
+    errors += _too_long(recs, hs.config.max_chars)
     if errors:
         raise _unprocessable(errors)
     jid = await run_in_threadpool(store.create_job, hs.engine, [r.to_dict() for r in recs], tags, who.name)
@@ -469,8 +490,12 @@ async def new_key(request: Request, _: Principal = Depends(require("admin"))):
     body = await _json_body(request)
     if not isinstance(body, dict) or not isinstance(body.get("name"), str) or not body["name"]:
         raise _unprocessable([RecordError("key", "name", "a non-empty name is required")])
+    scopes = body.get("scopes", ["submit"])
+    if not isinstance(scopes, list) or not scopes or not all(isinstance(x, str) for x in scopes):
+        raise _unprocessable([RecordError("key", "scopes", f"a non-empty list of scopes among {', '.join(SCOPES)} "
+                                          f"(default [\"submit\"]), got {json.dumps(scopes)[:60]}")])
     try:
-        key = create_key(_service(request).engine, body["name"], body.get("scopes") or ["submit"])
+        key = create_key(_service(request).engine, body["name"], scopes)
     except ValueError as e:
         raise _unprocessable([RecordError("key", "scopes", str(e))])
     return {"name": body["name"], "key": key}

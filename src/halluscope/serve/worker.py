@@ -97,6 +97,7 @@ class ScoringLoop:
 
     # ------------------------------------------------------------------ loop
     def _run(self) -> None:
+        pause = 0.5
         while not self._stop.is_set():
             try:
                 self._maybe_reload()
@@ -106,9 +107,11 @@ class ScoringLoop:
                 elif not self._score_job_chunk():
                     self._wake.wait(0.5)
                     self._wake.clear()
-            except Exception:  # the loop must survive anything: log it and go on
-                log.exception("scoring loop error")
-                time.sleep(0.5)
+                pause = 0.5
+            except Exception:  # the loop must survive anything: log it, wait longer each time (a database that is
+                log.exception("scoring loop error (next try in %.1f s)", pause)  # down), and go on
+                self._stop.wait(pause)
+                pause = min(2 * pause, 30.0)
 
     def _take_checks(self) -> list[CheckRequest]:
         try:
@@ -147,19 +150,40 @@ class ScoringLoop:
     def _score_checks(self, batch: list[CheckRequest]) -> None:
         try:
             scored = self._score([b.record for b in batch])
-            ok = [(b, it, ens) for b, (it, _, ens) in zip(batch, scored) if it is not None]
-            stored = store.save_results(self.engine, [(it, b.record, b.tags, b.key_name, ens) for b, it, ens in ok])
         except Exception as e:
             for b in batch:
                 b.future.set_exception(e)
             raise
-        for (b, it, _), out in zip(ok, stored):
-            b.future.set_result(out)
-            if self.metrics:
-                self.metrics.scored(it)
         for b, (it, msg, _) in zip(batch, scored):
             if it is None:
                 b.future.set_exception(ValueError(msg or "the record could not be scored"))
+        ok = [(b, it, ens) for b, (it, _, ens) in zip(batch, scored) if it is not None]
+        for (b, it, _), out in self._store_checks(ok):
+            b.future.set_result(out)
+            if self.metrics:
+                self.metrics.scored(it)
+
+    def _store_checks(self, ok: list) -> list:
+        """Store scored checks in one transaction; if that fails, each on its own, so a check the database refuses
+        fails alone (its client gets the error) and the others of its batch are stored and answered."""
+        def rows(part):
+            return [(it, b.record, b.tags, b.key_name, ens) for b, it, ens in part]
+
+        try:
+            return list(zip(ok, store.save_results(self.engine, rows(ok)))) if ok else []
+        except Exception as e:
+            if len(ok) == 1:
+                ok[0][0].future.set_exception(e)
+                log.exception("cannot store check %s", ok[0][0].record.id)
+                return []
+        out = []
+        for one in ok:
+            try:
+                out += list(zip([one], store.save_results(self.engine, rows([one]))))
+            except Exception as e:
+                one[0].future.set_exception(e)
+                log.exception("cannot store check %s", one[0].record.id)
+        return out
 
     def _score_job_chunk(self) -> bool:
         todo = store.pending_job_records(self.engine, self.job_chunk)
@@ -179,11 +203,30 @@ class ScoringLoop:
                 failed[idx] = msg or "the record could not be scored"
             else:
                 done.append((idx, it, rec, ens))
-        store.save_job_results(self.engine, job_id, done, tags, key_name, failed)
+        try:
+            store.save_job_results(self.engine, job_id, done, tags, key_name, failed)
+        except Exception:  # one record the database refuses must not hold the queue: each stored on its own
+            log.exception("cannot store job %s's chunk whole: storing its records one by one", job_id)
+            done = self._store_one_by_one(job_id, done, tags, key_name, failed)
         if self.metrics:
             for _, it, _, _ in done:
                 self.metrics.scored(it)
         return True
+
+    def _store_one_by_one(self, job_id: str, done: list, tags: dict, key_name: str | None, failed: dict) -> list:
+        """Each scored record of a chunk in its own transaction; one that cannot be stored is marked failed with
+        the database's reason (if even that fails, the database is down: the error goes up and the chunk, still
+        pending, is tried again later)."""
+        store.save_job_results(self.engine, job_id, [], tags, key_name, failed)
+        stored = []
+        for one in done:
+            try:
+                store.save_job_results(self.engine, job_id, [one], tags, key_name)
+                stored.append(one)
+            except Exception as e:
+                reason = str(getattr(e, "orig", None) or e).splitlines()[0]
+                store.save_job_results(self.engine, job_id, [], tags, key_name, {one[0]: f"cannot be stored: {reason}"})
+        return stored
 
     # ------------------------------------------------------------------ calibration
     def _calibration_mtime(self) -> float | None:
