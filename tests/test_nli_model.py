@@ -264,6 +264,31 @@ def test_onnx_graph_of_another_architecture_is_checked_falls_back_and_is_pruned(
     assert sorted(f.name for f in folder.iterdir()) == [f"g{i}.onnx" for i in range(onnx_graph.KEEP)]
 
 
+def test_a_wrong_nli_name_is_said_at_once(tmp_path):
+    """A `train-nli` output folder names its model/ folder; a folder that is no model says so; a name that is no
+    folder, not in the Hugging Face cache and whose hub cannot be reached is an error in seconds (the hub client
+    retried for about 50 s here, with no network, and said only that it could not connect)."""
+    import shutil
+    import time
+
+    out = tmp_path / "tn"
+    shutil.copytree(packaged_nli_path(), out / "model")
+    with pytest.raises(ValueError, match="a `train-nli` output, whose model is in .*tn/model"):
+        load_nli(str(out))
+    with pytest.raises(ValueError, match="not a saved model \\(no config.json in it\\)"):
+        load_nli(str(tmp_path))
+    assert load_nli(str(out / "model")).probs([("He was born in Paris.", "He was born in Paris.")]).shape == (1, 3)
+    t = time.perf_counter()
+    try:
+        load_nli("no-such-org/no-such-nli-model")
+    except ValueError as e:  # the offline machines of this project: said at once
+        assert "cannot be reached" in str(e) and time.perf_counter() - t < 15
+    except OSError as e:  # a machine with network: the hub's own "not found"
+        assert "no-such-org/no-such-nli-model" in str(e)
+    else:
+        pytest.fail("a model that exists nowhere was loaded")
+
+
 def test_the_old_aegis_model_still_loads_and_scores():
     """``--nli aegis`` (kept for comparison) still runs: its own int8 ONNX graph, 2 classes read as (1 - p, 0, p).
     Its values are not asserted: its int8 kernels answer differently on CPUs without AVX512-VNNI (issue 13)."""

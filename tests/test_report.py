@@ -43,6 +43,7 @@ def test_report_is_self_contained(report_file):
     assert "http://" not in text.replace("http://www.w3.org", "") and "https://" not in text  # no network
     for it in res.items:
         assert it.id in text
+    assert "<th>methods</th><td>ngram1_max, bertscore, nli" in text  # names (was a raw JSON dict of descriptions)
     # --figures: the paper's figures under the names the README links (docs/figures/...), the others by title
     pngs = {f.name for f in (out.parent / "figs").glob("*.png")}
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()

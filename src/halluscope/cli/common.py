@@ -164,7 +164,8 @@ def show_results(results, primary: str | None = None) -> None:
         console.print(Text("no record scored", style="dim"))
         return
     resumed = int(results.settings.get("resumed") or 0)  # read back from the output file of an earlier run
-    done = f"{len(results.items) - resumed} records scored in {results.settings.get('seconds', 0):.1f}s"
+    n = len(results.items) - resumed
+    done = f"{n} record{'' if n == 1 else 's'} scored in {results.settings.get('seconds', 0):.1f}s"
     done += f", {resumed} read back from the earlier run" if resumed else ""
     console.print(Text(f"{shading}; {done}", style="dim"))
 

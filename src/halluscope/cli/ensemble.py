@@ -314,6 +314,9 @@ def ensemble_tune(
     cfg = tune(C, np.array(res["scores"]["hallucination"]), comps, mode=mode)
     cfg.trained_on = f"{path} ({len(items)} answers)"
     cfg.save(out)
+    cut = f" (--folds {folds} cut to the smaller class)" if res["folds"] < folds else ""
+    console.print(f"{res['n']} answers, {100 * res['hallucination_rate']:.1f}% wrong; {res['folds']}-fold "
+                  f"cross-validated figures{cut} (positive class: wrong):", highlight=False)
     console.print(markdown_table(res))
     w = ", ".join(f"{c} {x:.2f}" for c, x in zip(cfg.components, cfg.weights))
     console.print(f"fitted on all {len(items)} answers: {w}; threshold {cfg.threshold:.3f} -> {out}")

@@ -73,13 +73,14 @@ def reproduce_wikibio(
                              resume=resume, progress=True,
                              evidence=(lambda r: r.samples[:samples]) if samples else None)
     per = ", ".join(f"{k} {v:.1f}s" for k, v in res.settings.get("scorer_seconds", {}).items())
-    err.print(Text(f"{len(res)} passages in {res.settings.get('seconds', 0):.1f}s; per scorer: {per}", style="dim"),
+    n = f"{len(res)} passage{'' if len(res) == 1 else 's'}"
+    err.print(Text(f"{n} in {res.settings.get('seconds', 0):.1f}s; per scorer: {per}", style="dim"),
               soft_wrap=True)  # not folded mid-name: a log line to read or grep
     if as_json:
         print(json.dumps(json_safe({m: v for m, v in figures.items()}), indent=1))
         return
     paper = {m: paper_row(m) for m in figures}
-    console.print(_table(figures, paper, title=f"WikiBio GPT-3, {len(res)} passages: ours (paper below)"))
+    console.print(_table(figures, paper, title=f"WikiBio GPT-3, {n}: ours (paper below)"))
     console.print(f"[dim]AUC-PR = trapezoidal area under the PR curve (sklearn auc(recall, precision)); "
                   f"{res.settings.get('seconds', 0):.1f}s[/]")
 

