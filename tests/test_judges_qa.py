@@ -132,7 +132,7 @@ def test_qa_pipeline_end_to_end(sampler, detector_models, data_dir, tmp_path):
     lines = [json.loads(x) for x in (tmp_path / "items_svamp.jsonl").read_text().splitlines()]
     assert len(lines) == 3 and all(len(x["samples"]) == 2 and "self_judge" in x["judges"] for x in lines)
     qs = load_benchmark("svamp", data_dir, 3)
-    assert [x["correct"] for x in lines] == [grade(q, x["answer"]) for q, x in zip(qs, lines)]
+    assert [x["correct"] for x in lines] == [grade(q, x["response"]) for q, x in zip(qs, lines)]
     assert rep["benchmarks"]["svamp"]["n"] == 3
     assert (tmp_path / "report.md").read_text().startswith("# QA pipeline report")
     # a re-run is served from the cache

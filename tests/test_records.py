@@ -159,7 +159,7 @@ def test_malformed_lines_of_every_kind_are_reported_and_valid_records_scored(tmp
     assert r.exit_code == 3, r.output
     assert [json.loads(x)["id"] for x in out.read_text().splitlines()] == ["ok0", "ok1", "ok2"]
     side = [json.loads(x) for x in (tmp_path / "res.jsonl.errors.jsonl").read_text().splitlines()]
-    assert len(side) == len(bad) and all({"record", "field", "error"} <= set(x) for x in side)
+    assert len(side) == len(bad) and all({"record", "field", "message"} <= set(x) for x in side)
 
 
 def test_empty_file_and_no_samples_column_say_why(tmp_path):
@@ -182,7 +182,7 @@ def test_a_grade_is_true_false_or_one_zero():
 
 def test_byte_order_marks_ids_nul_and_content_free_text(tmp_path):
     """A UTF-8 BOM (Excel's CSV) keeps the first record and the ids; a record without an id whose position is
-    another's id, a NUL in an id and a text with no letter or digit are each named; a file of no record is an
+    another's id, a NUL in an id and a text of punctuation alone are each named; a file of no record is an
     error of the file."""
     rows = [GOOD, {"response": "Rome is big.", "samples": ["Rome."]}, {**GOOD, "id": "1"},
             {**GOOD, "id": "z", "response": "...!!! \u200b"}, {**GOOD, "id": "n\u0000"},
@@ -194,7 +194,7 @@ def test_byte_order_marks_ids_nul_and_content_free_text(tmp_path):
     why = {(e.record, e.field): e.message for e in errs}
     assert "which had no id and was given its position" in why[("1", "id")]
     assert "positions from 0" in why[("ok", "id")] and "the first is kept" in why[("ok", "id")]
-    assert why[("z", "response")].startswith("no letter or digit") and ("s", "samples[1]") in why
+    assert why[("z", "response")].startswith("no letter, digit or symbol") and ("s", "samples[1]") in why
     assert why[("n\\x00", "id")] == "contains a NUL character (\\x00)"
     csv = tmp_path / "excel.csv"
     csv.write_bytes("id,response,samples\nc1,Paris is big.,\"[\"\"Paris.\"\"]\"\nc1,Rome.,\"[\"\"Rome.\"\"]\"\n"
@@ -210,8 +210,9 @@ def test_byte_order_marks_ids_nul_and_content_free_text(tmp_path):
 def test_resume_keeps_only_what_this_run_would_write(tmp_path):
     """A resumed .jsonl keeps a record scored with this run's methods, response and sample count; a record whose
     response or samples changed is scored again (one line per id); a file of other methods is refused before any
-    scoring; ids not in this run stay in the file and are not counted; other output types are written whole at the
-    end, and resuming them is an error."""
+    scoring, as is one scored without claims when this run scores them; ids not in this run stay in the file (also
+    when a run-relative combination rewrites it) and are not counted; other output types are written whole at the
+    end, and resuming them is an error; an output that cannot be written is an error first."""
     out = tmp_path / "r.jsonl"
     recs = [{**GOOD, "id": f"r{i}"} for i in range(4)]
     det = Detector(methods="ngram1_max")
@@ -231,6 +232,14 @@ def test_resume_keeps_only_what_this_run_would_write(tmp_path):
     with pytest.raises(ValueError, match="continues a .jsonl output"):
         det.score(recs, output=tmp_path / "r.json", resume=True)
     (tmp_path / "d.jsonl").mkdir()
-    for bad, why in (("r.txt", "unknown output type"), ("d.jsonl", "is a folder")):
+    (tmp_path / "f").write_text("a file")
+    for bad, why in (("r.txt", "unknown output type"), ("d.jsonl", "is a folder"), ("f/x.jsonl", "cannot be written")):
         with pytest.raises(ValueError, match=why):
             det.score(recs, output=tmp_path / bad)
+    comb, out2 = Detector(methods="ngram1_max,ngram2_max,combination"), tmp_path / "c.jsonl"  # run-relative: the
+    comb.score(recs, output=out2)  # file is rewritten at the end, and keeps the results of ids not in the run
+    comb.score(recs[:2], output=out2, resume=True)
+    assert sorted(json.loads(x)["id"] for x in out2.read_text().splitlines()) == ["r0", "r1", "r2", "r3"]
+    with pytest.raises(ValueError, match="this run: ngram1_max, claims"):
+        Detector(methods="ngram1_max", claims="rule").score(recs, output=out, resume=True)
+    assert not list(tmp_path.glob(".*.tmp"))  # no temporary file left beside an output

@@ -184,8 +184,8 @@ def pick(items: list, positions: list[int] | None, what: str = "the records") ->
         return list(items)
     past = [i for i in positions if i >= len(items)]
     if past:
-        raise ValueError(f"position {past[0]} is past the end of {what}: {len(items)} records, positions 0-"
-                         f"{len(items) - 1}")
+        raise ValueError(f"position {past[0]} is past the end of {what}: {len(items)} records"
+                         + (f", positions 0-{len(items) - 1}" if items else ""))
     return [items[i] for i in positions]
 
 
@@ -200,12 +200,19 @@ def write_errors(errors: list[RecordError], path: str | Path) -> Path:
 # ---------------------------------------------------------------------------------------------------- results
 
 
-def replace_text(path: Path, text: str) -> None:
-    """Write a file whole or not at all: into a temporary file beside it, then renamed over it, so an interruption
-    while writing leaves the earlier file as it was."""
+def replace_whole(path: Path, write: Callable[[Path], Any]) -> None:
+    """Write a file whole or not at all: ``write(tmp)`` into a temporary file beside it, then renamed over it, so an
+    interruption or an error while writing leaves the earlier file as it was (and no temporary file)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def replace_text(path: Path, text: str) -> None:
+    replace_whole(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 class ResultWriter:
@@ -267,10 +274,9 @@ def write_results(results: Results, path: str | Path) -> Path:
     elif suffix == ".jsonl":
         replace_text(path, "".join(json.dumps(it.to_dict()) + "\n" for it in results.items))
     else:
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         df = results.to_df("sentence")
-        df.to_csv(tmp, index=False) if suffix == ".csv" else df.to_parquet(tmp, index=False)
-        os.replace(tmp, path)
+        replace_whole(path, lambda tmp: df.to_csv(tmp, index=False) if suffix == ".csv" else
+                      df.to_parquet(tmp, index=False))
     return path
 
 
@@ -288,6 +294,14 @@ def check_output(path: str | Path, source: str | Path | None = None) -> Path:
         raise ValueError(f"the output {path} is a folder: name a file in it")
     if source is not None and path.exists() and path.resolve() == Path(source).resolve():
         raise ValueError(f"the output {path} is the input file: write the results to another file")
+    folder = next((p for p in (path.parent, *path.parent.parents) if p.exists()), Path("."))
+    if not folder.is_dir() or not os.access(folder, os.W_OK):
+        raise ValueError(f"the output {path} cannot be written: {folder} is not a folder this user can write to")
+    if path.suffix.lower() == ".parquet":
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise ValueError("a .parquet output needs pyarrow (pip install pyarrow), or write .jsonl/.csv") from None
     return path
 
 

@@ -357,23 +357,26 @@ class Detector:
                 self._on_claims(lambda items: combination.add_scores(items, zm), zm.components)(ordered)
             settings["combination_stats"] = combination.summary(zm)
         results = Results(items=ordered, errors=errors, methods=list(self.methods), settings=settings)
-        if writer and "combination" in self.methods and fixed is None:  # final file: with the run's combination
-            write_results(results, writer.path)
+        if writer and "combination" in self.methods and fixed is None:  # final file: with the run's combination,
+            others = [it for k, it in writer.done.items() if k not in by_id]  # and the results of other ids kept
+            write_results(Results(items=ordered + others, methods=results.methods), writer.path)
         return results
 
     def _resumable(self, by_id: dict[str, Record], evidence=None) -> Callable[[ItemResult], bool]:
-        """Which results of an earlier run a resumed run keeps: each must hold this run's methods (else a
-        ValueError: one file, one method set), and a record whose response or number of samples (of evidence)
-        changed since is scored again. Results of ids not in this run's records stay in the file untouched."""
+        """Which results of an earlier run a resumed run keeps: each must hold this run's methods, and claims if
+        and only if this run scores them (else a ValueError: one file, one method set); a record whose response or
+        number of samples (of evidence) changed since is scored again. Results of ids not in this run's records stay
+        in the file untouched. A change of model or of NLI evidence is not seen: resume with the same options."""
         want = set(self.methods)
         fixed = self._fixed_combination() is not None
         need = {m for m in want if m != "combination" or fixed}  # a run-relative combination comes at the end
 
         def keep(it: ItemResult) -> bool:
             have = set(it.passage_scores)
-            if not need <= have <= want:
+            if not need <= have <= want or (it.claims is None) != (self.claims is None):
                 raise ValueError(f"the output holds results scored with other methods (record {it.id}: "
-                                 f"{', '.join(sorted(have)) or 'none'}; this run: {', '.join(self.methods)}): resume "
+                                 f"{', '.join(sorted(have)) or 'none'}{', claims' if it.claims is not None else ''}; "
+                                 f"this run: {', '.join(self.methods)}{', claims' if self.claims else ''}): resume "
                                  "with the methods it was scored with, or write to another output")
             rec = by_id.get(it.id)
             return rec is None or (it.response == rec.response

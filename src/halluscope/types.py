@@ -7,6 +7,7 @@ value in [0, 1]; unbounded ones (n-gram -log p, combination z-scores) are kept r
 from __future__ import annotations
 
 import math
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -28,21 +29,21 @@ class RecordError(ValueError):
 
 
 def has_content(text: str) -> bool:
-    """Whether a text says anything: at least one letter or digit (of any script). Spaces, zero-width spaces,
-    control characters and punctuation alone ("...!!!") are no answer and no evidence."""
-    return any(c.isalnum() for c in text)
+    """Whether a text says anything: a letter, digit, mark or symbol (of any script; an emoji, "∞"). Spaces,
+    zero-width spaces, control characters and punctuation alone ("...!!!") are no answer and no evidence."""
+    return any(unicodedata.category(c)[0] in "LNMS" for c in text)
 
 
 def _text(rid: str, field: str, value: Any, allow_empty: bool = False) -> str:
-    """A text field: a string, with a letter or digit in it (unless empty is allowed), and valid Unicode (no lone
-    surrogate such as the '\\ud800' a cut emoji leaves), so it can be written out as UTF-8."""
+    """A text field: a string, with content in it (:func:`has_content`; unless empty is allowed), and valid Unicode
+    (no lone surrogate such as the '\\ud800' a cut emoji leaves), so it can be written out as UTF-8."""
     if value is None:
         raise RecordError(rid, field, "missing")
     if not isinstance(value, str):
         raise RecordError(rid, field, f"must be a string, got {type(value).__name__}")
     if not allow_empty and not has_content(value):
         raise RecordError(rid, field, "empty text" if not value.strip() else
-                          f"no letter or digit in it ({value[:20]!r}): nothing to check")
+                          f"no letter, digit or symbol in it ({value[:20]!r}): nothing to check")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as e:

@@ -177,7 +177,7 @@ def check(
     from ..llm.sampler import usage_summary
 
     opts = _method_options(method_option)
-    prepare_output(output, None)
+    prepare_output(output, file)
     items = list(prompts or []) + (read_prompts(file) if file else [])
     if not items:
         raise ValueError("give prompts as arguments or with --file")

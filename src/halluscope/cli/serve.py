@@ -10,7 +10,7 @@ import typer
 
 from ..types import RecordError, Results
 from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, CacheOpt, ChatOpt, MethodsOpt, ModelOpt, _exit_for_skipped,
-                     _read_records_or_exit, app, console, err, fails, prepare_output)
+                     _read_records_or_exit, app, console, err, fails, prepare_output, say)
 
 DbOpt = typer.Option(None, "--db", help="Database: a SQLite file path or a URL (postgresql://user@host/db); "
                      "default ~/.local/share/halluscope/serve.db.")
@@ -31,9 +31,9 @@ def serve(
     no_auth: bool = typer.Option(False, "--no-auth", help="No API keys (only on a loopback address)."),
     rate_limit: float = typer.Option(600, "--rate-limit", help="Requests a minute per key (0: no limit)."),
     max_body_mb: float = typer.Option(10, "--max-body-mb", help="Largest request body."),
-    max_chars: int = typer.Option(20000, "--max-chars", help="Longest response scored, in characters (the loop "
-                                  "scores one batch at a time: a longer answer is refused with 422, not left to "
-                                  "hold every other check)."),
+    max_chars: int = typer.Option(20000, "--max-chars", help="Longest response or sample scored, in characters "
+                                  "(the loop scores one batch at a time: a longer one is refused with 422, not left "
+                                  "to hold every other check)."),
     max_batch: int = typer.Option(16, "--max-batch", help="Checks scored together in one model pass."),
     job_chunk: int = typer.Option(16, "--job-chunk", help="Job records scored (and committed) together."),
     samples: int = typer.Option(10, "--samples", "-n", help="Samples drawn for prompt-only checks."),
@@ -94,6 +94,8 @@ def submit(
         err.print(f"job {job['id']}: {job['total']} answers queued")
         if not wait:
             print(job["id"])
+            if skipped:
+                raise typer.Exit(3)  # some records were not sent (each named above)
             return
         last = [-1]
 
@@ -111,6 +113,8 @@ def submit(
         err.print(f"written to {output}")
     failed = [RecordError(recs[e["index"]].id if e["index"] < len(recs) else str(e["index"]), "<scoring>",
                           e["message"]) for e in j["errors"]]
+    for e in failed:
+        say(e, "failed on the server:", "yellow")
     _exit_for_skipped(Results(items=rows, errors=skipped + failed), output)
 
 

@@ -36,8 +36,8 @@ def train_learned(
     components: str = typer.Option("ngram1_max,bertscore,nli", "--components", help="Component methods (the "
                                    "default is the packaged file's)."),
     passages: str = typer.Option("0-118", "--passages", help="Training passages: positions in the WikiBio file, "
-                                 "found in the results by id (default: the development half; never train on what "
-                                 "you report)."),
+                                 "found in the results by id in the WikiBio data (default: the development half; "
+                                 "never train on what you report)."),
     c: float = typer.Option(1.0, "--C", help="Inverse L2 regularization strength of the logistic regression."),
     folds: int = typer.Option(5, "--folds", help="Cross-validation folds (grouped by passage) for the printed check."),
     output: Path = typer.Option(..., "--output", "-o", help="Where to write the JSON (use it with --learned; the "

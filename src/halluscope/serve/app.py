@@ -105,11 +105,18 @@ async def _too_large(send, limit: int) -> None:
 
 
 def _too_long(recs: list[Record], limit: int) -> list[RecordError]:
-    """Responses over the server's limit: the loop scores one batch at a time, so an answer of 100,000 characters
-    would hold every other client's check for a minute."""
-    return [RecordError(r.id, "response", f"{len(r.response)} characters, over this server's limit of {limit} "
-                        "(serve --max-chars): split the answer, or raise the limit") for r in recs
-            if len(r.response) > limit]
+    """Texts over the server's limit (the response, each sample): the loop scores one batch at a time, so an answer
+    of 100,000 characters would hold every other client's check for a minute."""
+    return [RecordError(r.id, field, f"{len(text)} characters, over this server's limit of {limit} (serve "
+                        "--max-chars): split the answer, or raise the limit")
+            for r in recs for field, text in [("response", r.response), *((f"samples[{k}]", x) for k, x in
+                                                                            enumerate(r.samples))]
+            if len(text) > limit]
+
+
+def _tags_ok(tags: Any) -> bool:
+    """Tags are an object of strings, with no NUL character (no database text can hold one)."""
+    return isinstance(tags, dict) and all(isinstance(v, str) and "\x00" not in k + v for k, v in tags.items())
 
 
 def _unprocessable(errors: list[RecordError]) -> HTTPException:
@@ -321,7 +328,8 @@ async def _json_body(request: Request) -> Any:
                     out.append(json.loads(line))
                 except (ValueError, RecursionError) as e:
                     raise HTTPException(422, detail=[{"record": str(len(out)), "field": "<line>",
-                                                      "message": f"line {n} is not JSON: {e or 'nested too deeply'}"}])
+                                                      "message": f"line {n} is not JSON: "
+                                                                 f"{'nested too deeply' if isinstance(e, RecursionError) else e}"}])
         return out
     try:
         return json.loads(text)
@@ -359,8 +367,8 @@ async def check(request: Request, who: Principal = Depends(require("submit"))):
     if not isinstance(body, dict):
         raise _unprocessable([RecordError("0", "<record>", "expected a JSON object")])
     tags = body.pop("tags", None) or {}
-    if not isinstance(tags, dict) or not all(isinstance(v, str) for v in tags.values()):
-        raise _unprocessable([RecordError(str(body.get("id") or 0), "tags", "must be an object of strings")])
+    if not _tags_ok(tags):
+        raise _unprocessable([RecordError(str(body.get("id") or 0), "tags", "must be an object of strings (no NUL)")])
     if body.get("response") is None and body.get("samples") is None and body.get("prompt"):
         body = await run_in_threadpool(_draw, hs, body)
     try:
@@ -395,8 +403,8 @@ async def create_job(request: Request, tag: list[str] | None = Query(None),
     tags = _tags(tag)
     if isinstance(body, dict):
         given = body.get("tags") or {}
-        if not isinstance(given, dict) or not all(isinstance(v, str) for v in given.values()):
-            raise _unprocessable([RecordError("job", "tags", "must be an object of strings")])
+        if not _tags_ok(given):
+            raise _unprocessable([RecordError("job", "tags", "must be an object of strings (no NUL)")])
         tags = {**given, **tags}
         body = body.get("records")
     if not isinstance(body, list) or not body:
@@ -488,8 +496,9 @@ def stats(request: Request, since: str | None = None, until: str | None = None, 
 async def new_key(request: Request, _: Principal = Depends(require("admin"))):
     """Create a key: ``{"name": "...", "scopes": ["submit", "review"]}``; the key is in this answer only."""
     body = await _json_body(request)
-    if not isinstance(body, dict) or not isinstance(body.get("name"), str) or not body["name"]:
-        raise _unprocessable([RecordError("key", "name", "a non-empty name is required")])
+    if not isinstance(body, dict) or not isinstance(body.get("name"), str) or not body["name"].strip() \
+            or "\x00" in body["name"]:
+        raise _unprocessable([RecordError("key", "name", "a non-empty name (no NUL) is required")])
     scopes = body.get("scopes", ["submit"])
     if not isinstance(scopes, list) or not scopes or not all(isinstance(x, str) for x in scopes):
         raise _unprocessable([RecordError("key", "scopes", f"a non-empty list of scopes among {', '.join(SCOPES)} "

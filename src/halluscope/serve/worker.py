@@ -172,9 +172,10 @@ class ScoringLoop:
         try:
             return list(zip(ok, store.save_results(self.engine, rows(ok)))) if ok else []
         except Exception as e:
-            if len(ok) == 1:
-                ok[0][0].future.set_exception(e)
-                log.exception("cannot store check %s", ok[0][0].record.id)
+            if len(ok) == 1 or isinstance(e, sa.exc.OperationalError):  # one check, or the database away: all fail
+                for b, _, _ in ok:
+                    b.future.set_exception(e)
+                log.exception("cannot store %d checks", len(ok))
                 return []
         out = []
         for one in ok:
@@ -205,6 +206,8 @@ class ScoringLoop:
                 done.append((idx, it, rec, ens))
         try:
             store.save_job_results(self.engine, job_id, done, tags, key_name, failed)
+        except sa.exc.OperationalError:  # the database is away (connection, lock): the chunk stays pending
+            raise
         except Exception:  # one record the database refuses must not hold the queue: each stored on its own
             log.exception("cannot store job %s's chunk whole: storing its records one by one", job_id)
             done = self._store_one_by_one(job_id, done, tags, key_name, failed)
@@ -223,8 +226,10 @@ class ScoringLoop:
             try:
                 store.save_job_results(self.engine, job_id, [one], tags, key_name)
                 stored.append(one)
+            except sa.exc.OperationalError:
+                raise
             except Exception as e:
-                reason = str(getattr(e, "orig", None) or e).splitlines()[0]
+                reason = (str(getattr(e, "orig", None) or e).splitlines() or [type(e).__name__])[0]
                 store.save_job_results(self.engine, job_id, [], tags, key_name, {one[0]: f"cannot be stored: {reason}"})
         return stored
 
