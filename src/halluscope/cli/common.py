@@ -289,9 +289,9 @@ def _bar(label: str, total: int):
 
 
 def _table(rows: dict[str, dict[str, float]], paper: dict[str, dict[str, float]] | None = None, title: str = "",
-           columns=COLUMNS, digits: int = 2):
+           columns=COLUMNS, digits: int = 2, first: str = "method"):
     t = Table(title=title, show_lines=False)
-    t.add_column("method")
+    t.add_column(first)
     for c in columns:
         t.add_column(c, justify="right")
     for m, r in rows.items():

@@ -131,7 +131,7 @@ def reproduce_samples(
 def reproduce_reference(
     methods: Optional[str] = MethodsOpt,
     data: Optional[Path] = DataOpt,
-    passages: Optional[str] = typer.Option(None, "--passages"),
+    passages: Optional[str] = typer.Option(None, "--passages", help="Subset by position, e.g. '0-118'."),
     as_json: bool = typer.Option(False, "--json"),
     encoder: Optional[str] = EncoderOpt,
     layer: Optional[int] = LayerOpt,
@@ -188,7 +188,7 @@ def reproduce_layers(
         print(json.dumps(json_safe(out), indent=1))
         return
     console.print(_table(out, title=f"BERTScore by encoder layer ({encoder or 'minilm'}, {precision}), "
-                         f"passages {passages or 'all'}"))
+                         f"passages {passages or 'all'}", first="layer"))
 
 
 @reproduce_app.command("claims")

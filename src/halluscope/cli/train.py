@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
+from ..evaluation.nli_bench import SETS as NLI_SETS
 from ..io import json_safe
 from .common import (
     fails,
@@ -83,7 +84,8 @@ def evaluate_nli_cmd(
     data: Optional[Path] = DataOpt,
     limit: Optional[int] = typer.Option(1000, "--limit", help="Pairs per set, evenly spread (0 = all)."),
     nli_precision: str = NliPrecisionOpt,
-    sets: Optional[str] = typer.Option(None, "--sets", help="Comma-separated subset of the sets (default: all)."),
+    sets: Optional[str] = typer.Option(None, "--sets", help="Comma-separated subset of the sets: "
+                                       f"{', '.join(NLI_SETS)} (default: all)."),
     as_json: bool = typer.Option(False, "--json"),
 ):
     """Accuracy of an NLI model on MNLI dev-matched, ANLI R1-R3 test, XNLI-en test and SNLI test: 3-way where it is
