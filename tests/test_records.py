@@ -182,11 +182,12 @@ def test_a_grade_is_true_false_or_one_zero():
 
 def test_byte_order_marks_ids_nul_and_content_free_text(tmp_path):
     """A UTF-8 BOM (Excel's CSV) keeps the first record and the ids; a record without an id whose position is
-    another's id, a NUL in an id and a text of punctuation alone are each named; a file of no record is an
-    error of the file."""
+    another's id, a NUL in an id, a text of punctuation alone and a given sentence that is not the response's (spacing
+    aside) are each named; a file of no record is an error of the file."""
     rows = [GOOD, {"response": "Rome is big.", "samples": ["Rome."]}, {**GOOD, "id": "1"},
             {**GOOD, "id": "z", "response": "...!!! \u200b"}, {**GOOD, "id": "n\u0000"},
-            {**GOOD, "id": "s", "samples": ["Paris.", "\u200b"]}, {**GOOD, "id": "ok"}]
+            {**GOOD, "id": "s", "samples": ["Paris.", "\u200b"]}, {**GOOD, "id": "ok"},
+            {**GOOD, "id": "u", "sentences": ["Paris is  the capital of France.", "Berlin is big."]}]
     jl = tmp_path / "bom.jsonl"
     jl.write_bytes(b"\xef\xbb\xbf" + "\n".join(json.dumps(r) for r in rows).encode())
     recs, errs = read_records(jl)
@@ -196,6 +197,7 @@ def test_byte_order_marks_ids_nul_and_content_free_text(tmp_path):
     assert "positions from 0" in why[("ok", "id")] and "the first is kept" in why[("ok", "id")]
     assert why[("z", "response")].startswith("no letter, digit or symbol") and ("s", "samples[1]") in why
     assert why[("n\\x00", "id")] == "contains a NUL character (\\x00)"
+    assert list(why).count(("u", "sentences[1]")) == 1 and "is not in the response" in why[("u", "sentences[1]")]
     csv = tmp_path / "excel.csv"
     csv.write_bytes("id,response,samples\nc1,Paris is big.,\"[\"\"Paris.\"\"]\"\nc1,Rome.,\"[\"\"Rome.\"\"]\"\n"
                     .encode("utf-8-sig"))

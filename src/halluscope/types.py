@@ -89,6 +89,7 @@ class Record:
         response = _text(rid, "response", d.get("response"))
         samples = _samples(rid, d.get("samples"), need_samples)
         sentences = _text_list(rid, "sentences", d.get("sentences"))
+        _of_response(rid, sentences, response)
         labels = _labels(rid, d.get("labels"), sentences)
         prompt = d.get("prompt", d.get("question"))  # 'question' is accepted as an alias of 'prompt'
         if prompt is not None:
@@ -153,6 +154,16 @@ def _text_list(rid: str, field: str, value: Any) -> list[str] | None:
     for k, s in enumerate(value):
         _text(rid, f"{field}[{k}]", s)
     return list(value)
+
+
+def _of_response(rid: str, sentences: list[str] | None, response: str) -> None:
+    """Given sentences are the response's own (spacing aside, as WikiBio's are), split as the user likes: a sentence
+    that is not in the response would be scored, labelled and shown as if it were."""
+    flat = "".join(response.split())
+    for k, s in enumerate(sentences or []):
+        if "".join(s.split()) not in flat:
+            raise RecordError(rid, f"sentences[{k}]", f"{s[:40]!r} is not in the response (spacing aside): give the "
+                              "response's own sentences, or leave 'sentences' out to split it")
 
 
 def _labels(rid: str, labels: Any, sentences: list[str] | None) -> list[float] | None:
