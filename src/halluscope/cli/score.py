@@ -59,7 +59,8 @@ def score(
     methods: Optional[str] = MethodsOpt,
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write results (.jsonl/.json/.csv/.parquet)."
                                           " A .jsonl output is written as the run goes, a batch of 16 records at a time."),
-    resume: bool = typer.Option(False, "--resume", help="Skip records already in the .jsonl --output."),
+    resume: bool = typer.Option(False, "--resume", help="Continue a .jsonl --output: its records scored with these "
+                                "methods, the same response and sample count are kept, the others scored."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON instead of the coloured view."),
     encoder: Optional[str] = EncoderOpt,
     layer: Optional[int] = LayerOpt,
