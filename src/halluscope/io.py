@@ -285,7 +285,8 @@ OUTPUT_TYPES = (".json", ".jsonl", ".csv", ".parquet")
 
 def check_output(path: str | Path, source: str | Path | None = None) -> Path:
     """An output path that can be written, checked before any work: a known type, not a folder, not the input
-    file; raises ValueError saying what is wrong."""
+    file, in a place this user can write to, and for .parquet an engine to write it; raises ValueError saying what
+    is wrong."""
     path = Path(path)
     if path.suffix.lower() not in OUTPUT_TYPES:
         raise ValueError(f"unknown output type {path.suffix.lower()!r} for {path} (use .json, .jsonl, .csv or "

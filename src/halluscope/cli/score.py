@@ -58,7 +58,8 @@ def score(
     path: Optional[Path] = typer.Argument(None, help="Records (.jsonl, .json, .csv); default: the bundled examples."),
     methods: Optional[str] = MethodsOpt,
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write results (.jsonl/.json/.csv/.parquet)."
-                                          " A .jsonl output is written as the run goes, a batch of 16 records at a time."),
+                                          " A .jsonl output is written as the run goes, a batch of 16 records at"
+                                          " a time."),
     resume: bool = typer.Option(False, "--resume", help="Continue a .jsonl --output: its records scored with these "
                                 "methods, the same response and sample count are kept, the others scored."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON instead of the coloured view."),
@@ -127,7 +128,7 @@ def _score_local(path, output, resume, as_json, options: dict, llm: tuple) -> No
         res = det.score(recs, output=stream, resume=resume, progress=True)
     except KeyboardInterrupt:
         say(f"interrupted: the records scored so far are in {stream}; run the same command with --resume to go on"
-            if stream else "interrupted: nothing written (a .jsonl --output keeps each record as it is scored)")
+            if stream else "interrupted: nothing written (a .jsonl --output keeps each batch as it is scored)")
         raise typer.Exit(130)
     res.errors = errors + res.errors
     if output is not None and stream is None:

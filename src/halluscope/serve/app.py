@@ -56,7 +56,7 @@ class ServeConfig:
     auth: bool = True
     rate_limit: float = 600.0  # requests a minute per key (0: none)
     max_body_mb: float = 10.0
-    max_chars: int = 20000  # longest response scored (one long answer would hold every other check while scored)
+    max_chars: int = 20000  # longest response or sample scored (a long one would hold every other check)
     max_batch: int = 16
     max_wait: float = 0.01
     job_chunk: int = 16
@@ -327,9 +327,9 @@ async def _json_body(request: Request) -> Any:
                 try:
                     out.append(json.loads(line))
                 except (ValueError, RecursionError) as e:
+                    why = "nested too deeply" if isinstance(e, RecursionError) else e
                     raise HTTPException(422, detail=[{"record": str(len(out)), "field": "<line>",
-                                                      "message": f"line {n} is not JSON: "
-                                                                 f"{'nested too deeply' if isinstance(e, RecursionError) else e}"}])
+                                                      "message": f"line {n} is not JSON: {why}"}])
         return out
     try:
         return json.loads(text)
