@@ -212,12 +212,12 @@ def calibrate(data: str | Path | None = None, wikibio=(), graded=(), progress: b
     if not counts or counts[-1] < 1:
         raise ValueError(f"samples: the sample counts to fit at must be positive, got {list(samples)}")
     det = Detector(methods=list(DEFAULT_COMPONENTS))
+    recs = load_wikibio(data, list(range(119)))
     if wikibio:
         dev = [read_results(f) for f in wikibio]
         for r, f in zip(dev, wikibio):
-            r.items = passages_by_id(r.items, list(range(119)), data, str(f), "0-118", partial=True)
+            r.items = passages_by_id(r.items, recs, str(f), "0-118", partial=True)
     else:
-        recs = load_wikibio(data, list(range(119)))
         dev = [det.score(_first(recs, n), progress=progress) for n in counts]
     recs, wrong = graded_records(data)
     if graded:

@@ -10,6 +10,7 @@ import ast
 import csv
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
@@ -200,19 +201,20 @@ def write_errors(errors: list[RecordError], path: str | Path) -> Path:
 # ---------------------------------------------------------------------------------------------------- results
 
 
-def replace_whole(path: Path, write: Callable[[Path], Any]) -> None:
-    """Write a file whole or not at all: ``write(tmp)`` into a temporary file beside it, then renamed over it, so an
-    interruption or an error while writing leaves the earlier file as it was (and no temporary file)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` whole or not at all: through a temporary file in the same folder, flushed, then
+    renamed over it, so an interruption or an error leaves the earlier file as it was (and no temporary file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        write(tmp)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def replace_text(path: Path, text: str) -> None:
-    replace_whole(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 class ResultWriter:
@@ -240,7 +242,7 @@ class ResultWriter:
                     if keep is None or keep(it):
                         self.done[it.id] = it
             # rewritten without a half-written tail line or a result to score again
-            replace_text(self.path, "".join(json.dumps(it.to_dict()) + "\n" for it in self.done.values()))
+            write_atomic(self.path, "".join(json.dumps(it.to_dict()) + "\n" for it in self.done.values()).encode())
         else:
             self.path.write_text("")
 
@@ -270,13 +272,14 @@ def write_results(results: Results, path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     suffix = path.suffix.lower()
     if suffix == ".json":
-        replace_text(path, json.dumps(results.to_dict(), indent=1))
+        data = json.dumps(results.to_dict(), indent=1).encode()
     elif suffix == ".jsonl":
-        replace_text(path, "".join(json.dumps(it.to_dict()) + "\n" for it in results.items))
+        data = "".join(json.dumps(it.to_dict()) + "\n" for it in results.items).encode()
+    elif suffix == ".csv":
+        data = results.to_df("sentence").to_csv(index=False).encode()
     else:
-        df = results.to_df("sentence")
-        replace_whole(path, lambda tmp: df.to_csv(tmp, index=False) if suffix == ".csv" else
-                      df.to_parquet(tmp, index=False))
+        data = results.to_df("sentence").to_parquet(None, index=False)
+    write_atomic(path, data)
     return path
 
 

@@ -57,8 +57,8 @@ def train_learned(
     positions = _parse_range(passages)
     if results:
         res = merge_results([read_results(p) for p in results])
-        res.items = passages_by_id(res.items, positions or list(range(119)), data, ", ".join(map(str, results)),
-                                   passages)
+        res.items = passages_by_id(res.items, load_wikibio(data, positions or list(range(119))),
+                                   ", ".join(map(str, results)), passages)
     else:
         res = _detector(",".join(comps), None, None, nli, precision=precision).score(load_wikibio(data, positions),
                                                                                     progress=True)

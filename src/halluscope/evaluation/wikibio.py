@@ -61,12 +61,12 @@ def load_wikibio(data_dir: str | Path | None = None, passages: Sequence[int] | N
     return recs
 
 
-def passages_by_id(items: list, positions: list[int], data_dir: str | Path | None = None, what: str = "the results",
-                   asked: str = "", partial: bool = False) -> list:
-    """The results of WikiBio passages ``positions`` (positions in the WikiBio file, e.g. 0-118 for the development
-    half), found by their ids, not by their place in a results file that may hold other passages, so a fit never
-    says "passages 0-118" of other data. An error if any is missing (``partial``: only if all are)."""
-    ids = [r.id for r in load_wikibio(data_dir, positions)]
+def passages_by_id(items: list, passages: list[Record], what: str = "the results", asked: str = "",
+                   partial: bool = False) -> list:
+    """The results of the WikiBio ``passages`` (e.g. :func:`load_wikibio` of 0-118, the development half), found by
+    their ids, not by their place in a results file that may hold other passages, so a fit never says "passages
+    0-118" of other data. An error if any is missing (``partial``: only if all are)."""
+    ids = [r.id for r in passages]
     by_id = {it.id: it for it in items}
     got = [by_id[i] for i in ids if i in by_id]
     if len(got) < len(ids) and not (partial and got):

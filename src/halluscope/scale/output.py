@@ -3,7 +3,7 @@
     OUT/manifest.json                   finished shards (written atomically after each one), methods, options
     OUT/sentences/part-KEY-bNNNNN.parquet   one row per sentence (the columns of ``Results.to_df("sentence")``)
     OUT/responses/part-KEY-bNNNNN.parquet   one row per response (the columns of ``Results.to_df("passage")``)
-    OUT/errors/part-KEY-bNNNNN.jsonl        records that could not be scored (record, field, error)
+    OUT/errors/part-KEY-bNNNNN.jsonl        records that could not be scored (record, field, message)
 
 Every file is named from its shard and batch and written by atomic rename, so a batch that Ray runs twice (a worker
 killed, its batch retried) replaces its file rather than adding a second one, and a reader never sees half a file.
@@ -13,28 +13,13 @@ Nothing here imports Ray.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..io import write_atomic  # the one atomic writer (finish.py and ray_batch.py call output.write_atomic)
+
 LEVELS = {"sentence": "sentences", "passage": "responses"}
 MANIFEST = "manifest.json"
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder, flushed, then renamed over it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def part_name(shard: str, batch: int) -> str:

@@ -375,8 +375,8 @@ async def check(request: Request, who: Principal = Depends(require("submit"))):
         rec = Record.from_dict(body, 0)
     except RecordError as e:
         raise _unprocessable([e])
-    if _too_long([rec], hs.config.max_chars):
-        raise _unprocessable(_too_long([rec], hs.config.max_chars))
+    if too_long := _too_long([rec], hs.config.max_chars):
+        raise _unprocessable(too_long)
     try:
         return await asyncio.wrap_future(hs.loop.submit(rec, tags, who.name))
     except RecordError as e:
