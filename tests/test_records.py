@@ -209,6 +209,24 @@ def test_byte_order_marks_ids_nul_and_content_free_text(tmp_path):
             read_records(tmp_path / name)
 
 
+
+def test_a_broken_csv_row_is_named_and_never_swallows_the_rest(tmp_path):
+    """A row with more or fewer fields than the header is an error of that row (its data would land in the wrong
+    columns; extra fields were dropped in silence); a quote left open is an error of the file naming the row's line
+    (it used to swallow every later row into one response)."""
+    wide = tmp_path / "wide.csv"
+    wide.write_text('id,response,samples\na,Paris is big.,"[""Paris.""]",extra\nb,Rome.\n'
+                    'c,"Rome is\nold.","[""Rome.""]"\nd,Oslo.,"[""Oslo.""]",\n')
+    recs, errs = read_records(wide)
+    assert [r.id for r in recs] == ["c"]
+    assert [(e.record, e.message) for e in errs] == [
+        ("line 2", "4 fields where the header has 3"), ("line 3", "2 fields where the header has 3"),
+        ("line 6", "4 fields where the header has 3")]  # c's response spans lines 4-5
+    open_quote = tmp_path / "open.csv"
+    open_quote.write_text('id,response,samples\na,Paris.,"[""P.""]"\nb,"never closed,"[]"\nc,Rome.,"[""R.""]"\n')
+    with pytest.raises(RecordError, match=r"the row from line 3: .* \(a quoted field must end with a quote"):
+        read_records(open_quote)
+
 def test_resume_keeps_only_what_this_run_would_write(tmp_path):
     """A resumed .jsonl keeps a record scored with this run's methods, response and sample count; a record whose
     response or samples changed is scored again (one line per id); a file of other methods is refused before any

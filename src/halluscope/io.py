@@ -83,25 +83,47 @@ def _duplicate(i: int, first: int, first_auto: bool, given: bool) -> str:
     return f"{where}; ids must be unique within a file or job, and the first is kept"
 
 
-def _csv_rows(path: Path) -> Iterable[dict]:
+def _csv_rows(path: Path) -> tuple[list[Any], list[RecordError]]:
+    """The rows of a CSV file as raw dicts, and the rows that cannot be read: a row with more or fewer fields than
+    the header is an error naming its line (its data would land in the wrong columns). Quoting is strict: a quote
+    left open would swallow every later row into one field, so it is an error of the file, naming the line."""
+    objs: list[Any] = []
+    bad: list[RecordError] = []
     with path.open(newline="", encoding="utf-8-sig") as f:  # -sig: a byte-order mark (Excel's UTF-8) is not a name
-        for row in csv.DictReader(f):
-            out: dict[str, Any] = {}
-            sample_cols = sorted(
-                (k for k in row if k and k.startswith("sample_") and k[7:].isdigit()), key=lambda k: int(k[7:])
-            )
-            for k, v in row.items():
-                if k in sample_cols or k is None:
+        reader = csv.DictReader(f, strict=True)
+        start = 2  # the line the next row starts on (the header is line 1)
+        try:
+            for row in reader:
+                where, start = f"line {start}", reader.line_num + 1
+                width = len(reader.fieldnames or ())
+                n = width + len(row.get(None) or ()) - sum(v is None for k, v in row.items() if k is not None)
+                if n != width:
+                    bad.append(RecordError(where, "<row>", f"{n} fields where the header has {width}"))
+                    objs.append(_BAD)
                     continue
-                if k in ("samples", "sentences", "labels") and v:
-                    try:
-                        v = json.loads(v)
-                    except json.JSONDecodeError:
-                        v = v  # left as a string: validation names the field
-                out[k] = v if v != "" else None
-            if sample_cols:
-                out["samples"] = [row[k] for k in sample_cols if row[k]]
-            yield out
+                objs.append(_csv_record(row))
+        except csv.Error as e:
+            raise csv.Error(f"the row from line {start}: {e} (a quoted field must end with a quote, and a quote "
+                            "inside it is written twice)") from e
+    return objs, bad
+
+
+def _csv_record(row: dict) -> dict:
+    """One CSV row as a record's fields: JSON lists parsed, ``sample_1..sample_N`` columns gathered, blanks None."""
+    out: dict[str, Any] = {}
+    sample_cols = sorted((k for k in row if k.startswith("sample_") and k[7:].isdigit()), key=lambda k: int(k[7:]))
+    for k, v in row.items():
+        if k in sample_cols:
+            continue
+        if k in ("samples", "sentences", "labels") and v:
+            try:
+                v = json.loads(v)
+            except json.JSONDecodeError:
+                v = v  # left as a string: validation names the field
+        out[k] = v if v != "" else None
+    if sample_cols:
+        out["samples"] = [row[k] for k in sample_cols if row[k]]
+    return out
 
 
 def _jsonl_objects(raw: bytes) -> tuple[list[Any], list[RecordError]]:
@@ -153,12 +175,13 @@ def read_records(path: str | Path, need_samples: bool = True) -> tuple[list[Reco
         raise RecordError(str(path), "<file>", "the file is empty: no records to score")
     if suffix == ".csv":
         try:
-            rows = list(_csv_rows(path))
+            rows, bad = _csv_rows(path)
         except (OSError, UnicodeDecodeError, csv.Error) as e:
             raise RecordError(str(path), "<file>", f"cannot read CSV: {e}") from e
         if not rows:
             raise RecordError(str(path), "<file>", "no records in the file (a header and no row)")
-        return records_from_objects(rows, need_samples)
+        recs, errs = records_from_objects(rows, need_samples)
+        return recs, bad + errs
     if suffix == ".jsonl":
         objs, bad = _jsonl_objects(raw)
         recs, errs = records_from_objects(objs, need_samples)
