@@ -106,6 +106,18 @@ def test_results_export_roundtrip(tmp_path, wikibio):
     assert csv["ngram1_max"].tolist() == pytest.approx(df["ngram1_max"].tolist())
     pq = pd.read_parquet(write_results(res, tmp_path / "r.parquet"))
     assert pq.shape == df.shape
+    # written whole through a temporary file, with the mode a plain write gives (it was mkstemp's 0600): the
+    # umask's for a new file, the earlier file's for one replaced; no temporary file left
+    import os
+
+    old_umask = os.umask(0o022)
+    try:
+        assert oct(write_results(res, tmp_path / "new.csv").stat().st_mode & 0o777) == "0o644"
+        (tmp_path / "r.csv").chmod(0o640)
+        assert oct(write_results(res, tmp_path / "r.csv").stat().st_mode & 0o777) == "0o640"
+    finally:
+        os.umask(old_umask)
+    assert not list(tmp_path.glob(".*.tmp"))
 
 
 def test_record_object_api():

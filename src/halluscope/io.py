@@ -10,7 +10,7 @@ import ast
 import csv
 import json
 import os
-import tempfile
+import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
@@ -226,11 +226,15 @@ def write_errors(errors: list[RecordError], path: str | Path) -> Path:
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` whole or not at all: through a temporary file in the same folder, flushed, then
-    renamed over it, so an interruption or an error leaves the earlier file as it was (and no temporary file)."""
+    renamed over it, so an interruption or an error leaves the earlier file as it was (and no temporary file). The
+    file gets the mode a plain write would give it: the earlier file's, else the umask's (not mkstemp's 0600)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies, as to any new file
     try:
         with os.fdopen(fd, "wb") as f:
+            if path.is_file():
+                os.chmod(f.fileno(), path.stat().st_mode & 0o7777)
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
