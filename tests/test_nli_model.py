@@ -3,6 +3,7 @@ probabilities on every CPU by default (fp32; bf16 where the CPU has it stays wit
 keeps the clear pairs' labels), reads a long premise whole, and its training command runs end to end on a tiny slice."""
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -367,9 +368,20 @@ def test_each_unit_is_tokenized_once_and_batches_pad_as_the_tokenizer_does(own, 
 def test_train_nli_end_to_end_on_a_tiny_slice(tmp_path, data_dir):
     from halluscope.models.nli_train import train_nli
 
-    rec = train_nli(data_dir / "nli", tmp_path, epochs=1, scale=0.004, synthetic=20_000, claims=10_000,
-                    details=5_000, variants=5_000, eval_limit=40, batch_size=16, log=lambda m: None)
-    assert (tmp_path / "model" / "model.safetensors").is_file()
+    args = dict(epochs=1, scale=0.004, synthetic=20_000, claims=10_000, details=5_000, variants=5_000, batch_size=16,
+                log=lambda m: None)
+    # resumable: a run stopped early leaves a checkpoint, and a second run with the same folder continues from it
+    first = train_nli(data_dir / "nli", tmp_path, eval_limit=0, stop_after_minutes=1e-9, **args)
+    assert first["stopped"] and first["step"] == 1 and (tmp_path / "checkpoint.pt").is_file()
+    old_umask = os.umask(0o022)
+    try:
+        rec = train_nli(data_dir / "nli", tmp_path, eval_limit=40, **args)
+    finally:
+        os.umask(old_umask)
+    assert rec["args"]["steps"] > 1 and not (tmp_path / "checkpoint.pt").exists()  # finished: the checkpoint goes
+    assert {f.name: oct(f.stat().st_mode & 0o777) for f in (tmp_path / "model").iterdir()} == {
+        n: "0o644" for n in ("model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json",
+                             "training.json")}  # safetensors alone wrote 0600
     assert 0 <= rec["metrics"]["mnli_dev_matched"]["accuracy_3way"] <= 1
     assert "synthetic" in rec["mixture"] and rec["mixture"]["snli_dev"]["licence"].startswith("CC BY-SA")
     assert rec["mixture"]["claims"]["pairs"] == 40 and rec["args"]["claims"] == 10_000
@@ -377,10 +389,6 @@ def test_train_nli_end_to_end_on_a_tiny_slice(tmp_path, data_dir):
     assert rec["mixture"]["variants"]["pairs"] == 20 and rec["mixture"]["variants"]["licence"].startswith("CC BY-SA")
     nli = HFNLI(str(tmp_path / "model"))
     assert nli.probs([CLEAR[0][:2]]).shape == (1, 3)
-    # resumable: a second run with the same folder finds the finished checkpoint and only re-exports
-    again = train_nli(data_dir / "nli", tmp_path, epochs=1, scale=0.004, synthetic=20_000, eval_limit=0,
-                      batch_size=16, log=lambda m: None)
-    assert again["args"]["steps"] == rec["args"]["steps"]
     # the mixture moves to another machine as one gzipped file: training from it needs no data folder but the
     # evaluation's, and gives the same pairs and steps
     import gzip

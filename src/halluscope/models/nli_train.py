@@ -10,7 +10,8 @@ A base encoder (default: all-MiniLM-L6-v2 from its pip package; any Hugging Face
 - short pairs (``max_length`` 128) in length-grouped batches with dynamic padding; bf16 autocast where the hardware
   runs it natively, fp32 otherwise;
 - unattended and resumable: the mixture is written once to ``OUT/mixture.jsonl``, a checkpoint every few minutes
-  to ``OUT/checkpoint.pt``; a re-run with the same OUT continues from it;
+  to ``OUT/checkpoint.pt``; a re-run with the same OUT continues from it (the checkpoint is removed once the
+  model is exported: a re-run after that trains again);
 - at the end: 3-way accuracy on an evenly spread slice of MNLI dev-matched (never trained on), and the export:
   ``OUT/model/`` (fp16 safetensors, tokenizer, config with label names) plus ``OUT/model/training.json``
   (arguments, mixture with licences, metrics, time), which the model card is written from.
@@ -173,6 +174,7 @@ def train_nli(
     rec = export_nli(run.model, run.tok, out, pairs, dict(
         recorded, steps=run.total, device=dev.type, train_seconds=round(run.before + time.time() - t0)), data,
         eval_limit, log)
+    run.ckpt.unlink(missing_ok=True)  # its weights are in OUT/model now; the optimizer state is three times them
     if part_mb:
         log(f"parts of at most {part_mb:g} MB: {write_parts(out / 'model', out / 'model_parts', part_mb)}")
     return rec
@@ -284,6 +286,7 @@ def export_nli(model, tok, out: Path, pairs: list[Pair], args: dict, data: Path,
     dest.mkdir(exist_ok=True)
     model.to(torch.float16).save_pretrained(dest, safe_serialization=True)
     tok.save_pretrained(dest)
+    _plain_modes(dest)
     model.to(torch.float32)
     metrics = {}
     if eval_limit:
@@ -297,6 +300,16 @@ def export_nli(model, tok, out: Path, pairs: list[Pair], args: dict, data: Path,
         record["base_record"] = base_record
     (dest / "training.json").write_text(json.dumps(record, indent=1), encoding="utf-8")
     return record
+
+
+def _plain_modes(folder: Path) -> None:
+    """Give the files of ``folder`` the mode a plain write gives (0666 less the umask): safetensors writes its file
+    0600, which another user of a shared model folder (or a package built from it) cannot read."""
+    umask = os.umask(0)
+    os.umask(umask)
+    for f in folder.iterdir():
+        if f.is_file():
+            f.chmod(0o666 & ~umask)
 
 
 def _base_record(base: str) -> dict | None:
