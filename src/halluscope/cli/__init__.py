@@ -6,15 +6,16 @@
     halluscope reproduce wikibio --methods ngram --json
     halluscope methods
 
-Each command lives in the module of its group (score, calibrate, train, ensemble, reproduce, serve); they only parse options, call
-the library and render.
+Each command lives in the module of its group (score, report, calibrate, train, ensemble, reproduce,
+serve); they only parse options, call the library and render.
 """
 
 from __future__ import annotations
 
 import sys
 
-from . import calibrate, ensemble, reproduce, score, serve, train  # noqa: F401  (registers the commands)
+# registers the commands, in the order --help lists them: scoring first
+from . import score, report, calibrate, serve, train, reproduce, ensemble  # noqa: F401, I001
 from .common import app, example_path, say, show_results
 
 __all__ = ["app", "example_path", "main", "show_results"]
