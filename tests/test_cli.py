@@ -261,6 +261,32 @@ def test_evaluate_graded_answers_at_the_answer_level(data_dir, tmp_path):
     assert bad.exit_code == 2 and "nothing to evaluate against" in " ".join(bad.output.split())  # before scoring
 
 
+def test_score_reads_sac3_records_and_their_first_k_samples(tmp_path, data_dir):
+    """The SAC3 NQ-Open file is read as records (the first generated answer, the self-evaluations as samples, the
+    label as the grade, ids by position, as `load_sac3` has them), and `--samples K` scores each record on its first
+    K samples only: what `calibrate --graded` takes, written by a documented command."""
+    from halluscope import Detector, Record
+    from halluscope.evaluation.sac3 import SAC3_FILE, load_sac3
+
+    rows = json.loads((data_dir / SAC3_FILE).read_text())[:3]
+    src = tmp_path / "sac3.json"
+    src.write_text(json.dumps(rows))
+    out = tmp_path / "g2.jsonl"
+    r = runner.invoke(app, ["score", str(src), "-m", "ngram1_max", "--samples", "2", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    got = [json.loads(x) for x in out.read_text().splitlines()]
+    items = load_sac3(data_dir)[:3]
+    assert [(g["id"], g["response"], g["correct"], g["num_samples"]) for g in got] == [
+        (it.id, it.response, it.correct, 2) for it in items]
+    want = Detector(methods="ngram1_max").score([Record(response=it.response, samples=list(it.samples[:2]),
+                                                        id=it.id) for it in items])
+    assert [g["sentence_scores"]["ngram1_max"] for g in got] == [
+        pytest.approx(w.sentence_scores["ngram1_max"]) for w in want.items]
+    every = Detector(methods="ngram1_max").score([Record(response=it.response, samples=list(it.samples), id=it.id)
+                                                  for it in items])
+    assert [g["sentence_scores"]["ngram1_max"] for g in got] != [w.sentence_scores["ngram1_max"] for w in every.items]
+
+
 def test_errors_print_brackets_as_written():
     """Every error line of the CLI goes through one printer that does not read rich markup, so an install hint such
     as 'halluscope[llm]' (read as a style tag and dropped before) and a field such as samples[abc] print whole."""
@@ -356,6 +382,8 @@ def test_bad_options_and_outputs_fail_before_any_scoring(tmp_path):
              (["score", str(src), "-o", str(src)], "is the input file"),
              (["score", str(src), "-o", str(tmp_path / "o.csv"), "--resume"], "--resume continues a .jsonl"),
              (["score", str(src), "-m", ""], "no method named"),
+             (["score", str(src), "--samples", "2", "--engine", "ray", "-o", str(tmp_path / "r")],
+              "--samples and LLM methods"),
              (["reproduce", "wikibio", "-m", "ngram1_max", "--passages", "5-2"], "the range 5-2 is empty"),
              (["reproduce", "wikibio", "-m", "ngram1_max", "--passages", "a"], "such as '0-118'"),
              (["reproduce", "wikibio", "-m", "ngram1_max", "--passages", "236-240"], "position 238 is past the end"),

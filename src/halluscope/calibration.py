@@ -200,8 +200,8 @@ def calibrate(data: str | Path | None = None, wikibio=(), graded=(), progress: b
     """Fit the packaged calibration: z statistics and sentence Platt on WikiBio passages 0-118, answer Platt on SAC3
     NQ-Open, each at every count of ``samples`` (the first n samples of each record; SAC3 has 10, so its counts stop
     there). ``wikibio`` / ``graded``: results files to use instead of scoring (``reproduce wikibio -o`` holding the
-    default methods, of which the passages 0-118 it holds are used, found by id; ``score -o`` on SAC3's records), one
-    per sample count.
+    default methods, of which the passages 0-118 it holds are used, found by id; ``score SAC3_FILE --samples N -o``
+    on SAC3's records, which ``score`` reads as they are), one per sample count.
     Scoring a record at a smaller count re-reads the NLI pairs and embeddings of the larger from the shared caches.
     Returns the content for :func:`save`."""
     from .evaluation.wikibio import load_wikibio, passages_by_id

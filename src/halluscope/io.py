@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from .types import ItemResult, Record, RecordError, Results
 
-# The WikiBio GPT-3 file (SelfCheckGPT) uses its own field names: map them onto ours.
+# The WikiBio GPT-3 file (SelfCheckGPT) uses its own field names: map them onto ours (SAC3's: sac3_fields).
 WIKIBIO_ALIASES = {
     "gpt3_text": "response",
     "gpt3_text_samples": "samples",
@@ -27,7 +27,24 @@ WIKIBIO_ALIASES = {
 }
 
 
+def sac3_fields(d: Mapping[str, Any]) -> dict:
+    """A SAC3 NQ-Open record (``question``, ``generated_answer``, ``self_evaluations``, ``label``) in our field
+    names: the first generated answer is the response, the self-evaluations are the samples, and the label "True" /
+    "False" (the answer is right) is ``correct``; other fields are kept."""
+    out = {k: v for k, v in d.items() if k not in ("generated_answer", "self_evaluations", "label")}
+    ans = d["generated_answer"]
+    out["response"] = ans[0] if isinstance(ans, list) and ans else ans
+    if "self_evaluations" in d:
+        out["samples"] = d["self_evaluations"]
+    if "label" in d:
+        label = d["label"]
+        out["correct"] = {"true": True, "false": False}.get(label.lower(), label) if isinstance(label, str) else label
+    return out
+
+
 def _normalize_keys(d: Mapping[str, Any]) -> dict:
+    if "response" not in d and "generated_answer" in d:
+        return sac3_fields(d)
     if "response" in d or "gpt3_text" not in d:
         return dict(d)
     out = {}

@@ -21,7 +21,8 @@ def calibrate_cmd(
                                                  "(repeat the option); default: score them now."),
     graded: Optional[list[Path]] = typer.Option(None, "--graded", help="Results of the SAC3 NQ-Open records scored "
                                                 "with the default methods, one per sample count (repeat the "
-                                                "option); default: score them now."),
+                                                "option): `score SAC3_FILE --samples N -o GN.jsonl`; default: score "
+                                                "them now."),
     samples: str = typer.Option("3,5,10,20", "--samples", help="The sample counts to fit at when scoring now (the "
                                 "first n samples of each record; SAC3 has 10)."),
     out: Path = typer.Option(..., "--out", "-o", help="The calibration file to write (the packaged one is "

@@ -25,6 +25,7 @@ from .common import (
     NliPrecisionOpt,
     NliEvidenceOpt,
     DataOpt,
+    FirstSamplesOpt,
     _detector,
     _bar,
     _table,
@@ -51,8 +52,7 @@ def reproduce_wikibio(
     nli_precision: str = NliPrecisionOpt,
     combine: Optional[str] = typer.Option(None, "--combine", help="Methods averaged by 'combination' "
                                           "(default: every other chosen method)."),
-    samples: Optional[int] = typer.Option(None, "--samples", min=1, help="Use only the first K samples of each "
-                                         "passage."),
+    samples: Optional[int] = FirstSamplesOpt,
     llm_model: Optional[str] = typer.Option(None, "--llm-model", help="LLM for 'prompt' and 'qa' (GGUF path, or "
                                             "the server's model name with --base-url; default the packaged Gemma)."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible server for the LLM methods."),
@@ -200,8 +200,7 @@ def reproduce_claims_cmd(
     claims: str = typer.Option("rule", "--claims", help="Claim splitter: 'rule' (offline parse) or 'llm'."),
     data: Optional[Path] = DataOpt,
     passages: Optional[str] = typer.Option(None, "--passages", help="Subset by position, e.g. '0-118' or '0,4,8'."),
-    samples: Optional[int] = typer.Option(None, "--samples", min=1, help="Use only the first K samples of each "
-                                         "passage."),
+    samples: Optional[int] = FirstSamplesOpt,
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Results .jsonl, written as the run goes."),
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run from --output (a finished "
                                 "file is evaluated again without rescoring)."),

@@ -23,6 +23,7 @@ from .common import (
     console,
     err,
     MethodsOpt,
+    FirstSamplesOpt,
     EncoderOpt,
     LayerOpt,
     PrecisionOpt,
@@ -59,6 +60,7 @@ def score(
     resume: bool = typer.Option(False, "--resume", help="Continue a .jsonl --output: its records scored with these "
                                 "methods, the same response and sample count are kept, the others scored."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON instead of the coloured view."),
+    samples: Optional[int] = FirstSamplesOpt,
     encoder: Optional[str] = EncoderOpt,
     layer: Optional[int] = LayerOpt,
     precision: str = PrecisionOpt,
@@ -98,18 +100,18 @@ def score(
         bertscore_baseline=str(baseline) if baseline else None, combine=combine, qa_stages=_qa_stages(qa_stage),
         method_options=_method_options(method_option)).items() if v or k not in ("qa_stages", "method_options")}
     if engine != "local":
-        if claims or model or base_url:
-            raise ValueError("--claims and LLM methods (--model, --base-url) run with --engine local (the Ray "
-                             "output holds sentences and answers only; its actors load no LLM)")
+        if claims or model or base_url or samples:
+            raise ValueError("--claims, --samples and LLM methods (--model, --base-url) run with --engine local (the "
+                             "Ray output holds sentences and answers only; its actors load no LLM)")
         return _score_on_ray(engine, path, output, resume, address, (actors, gpus), as_json, options)
     _score_local(path, output, resume, as_json, {**options, "claims": claims},
-                 (model, base_url, backend, chat, api_key_env, cache))
+                 (model, base_url, backend, chat, api_key_env, cache), samples)
 
 
-def _score_local(path, output, resume, as_json, options: dict, llm: tuple) -> None:
+def _score_local(path, output, resume, as_json, options: dict, llm: tuple, samples: int | None) -> None:
     """``score`` in this process: a Detector of ``options``, with the LLM of ``llm`` (model, base URL, backend, chat,
-    key variable, cache) when asked for or when a method or the claim splitter needs one; streamed to a .jsonl
-    output, else written at the end."""
+    key variable, cache) when asked for or when a method or the claim splitter needs one, on the first ``samples``
+    of each record (all for None); streamed to a .jsonl output, else written at the end."""
     from ..io import write_results
     from ..pipeline import Detector, asks_llm
 
@@ -121,7 +123,8 @@ def _score_local(path, output, resume, as_json, options: dict, llm: tuple) -> No
         det.llm = _sampler(*llm)
     stream = output if output is not None and output.suffix.lower() == ".jsonl" else None
     try:
-        res = det.score(recs, output=stream, resume=resume, progress=True)
+        res = det.score(recs, output=stream, resume=resume, progress=True,
+                        evidence=(lambda r: r.samples[:samples]) if samples else None)
     except KeyboardInterrupt:
         say(f"interrupted: the records scored so far are in {stream}; run the same command with --resume to go on"
             if stream else "interrupted: nothing written (a .jsonl --output keeps each batch as it is scored)")

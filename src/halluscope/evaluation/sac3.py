@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ..engine.components import DEFAULT_COMPONENTS, ComponentScorer, ResponseItem
+from ..io import sac3_fields
 from .response_metrics import component_figures, cross_validate
 
 SAC3_FILE = "sac3_nq_open/nq_open_250_eval_labeled-SC.json"
@@ -36,9 +37,9 @@ def load_sac3(data_dir: str | Path | None = None, limit: int | None = None) -> l
                 raise ValueError(f"{path}: record {k}: field '{f}' missing")
         if r["label"] not in ("True", "False", True, False):
             raise ValueError(f"{path}: record {k}: field 'label': expected True/False, got {r['label']!r}")
-        ans = r["generated_answer"][0] if isinstance(r["generated_answer"], list) else r["generated_answer"]
-        items.append(ResponseItem(id=str(k), question=r["question"], response=ans,
-                                  samples=list(r["self_evaluations"]), correct=r["label"] in ("True", True),
+        f = sac3_fields(r)
+        items.append(ResponseItem(id=str(k), question=f["question"], response=f["response"],
+                                  samples=list(f["samples"]), correct=f["correct"],
                                   meta={"right_answer": list(r.get("right_answer") or [])}))
     return items
 
