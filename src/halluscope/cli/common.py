@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..evaluation.metrics import COLUMNS
+from ..evaluation.metrics import COLUMNS, COLUMNS_NOTE
 from ..types import RecordError
 
 app = typer.Typer(
@@ -291,7 +291,8 @@ def _bar(label: str, total: int):
 
 def _table(rows: dict[str, dict[str, float]], paper: dict[str, dict[str, float]] | None = None, title: str = "",
            columns=COLUMNS, digits: int = 2, first: str = "method"):
-    t = Table(title=title, show_lines=False)
+    t = Table(title=title, show_lines=False, caption=COLUMNS_NOTE if tuple(columns) == COLUMNS else None,
+              caption_justify="left")
     t.add_column(first)
     for c in columns:
         t.add_column(c, justify="right")

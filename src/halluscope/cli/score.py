@@ -291,13 +291,14 @@ def _render_figures(figures: dict, name: str, as_json: bool) -> None:
         return
     calib, answers = figures.pop("calibration", None), figures.pop("answers", None)
     if figures:
-        console.print(_table(figures, title=f"{name}: AUC-PR (%) and passage correlation (%)"))
+        console.print(_table(figures, title=f"{name}: sentences and passages"))
     if calib:
         console.print(f"probability, {calib['n']} labelled sentences: ECE {calib['ece']:.4f}, Brier "
                       f"{calib['brier']:.4f} ({calib['bins']} bins; positive: minor or major inaccurate)")
     if answers:
-        console.print(_table(answers, title=f"{name}: graded answers (positive: wrong; PRR and AURC of rejecting by "
-                             "the score)", columns=("n", "wrong", "auroc", "prr", "aurc", "ece", "brier"), digits=3))
+        console.print(_table(answers, title=f"{name}: graded answers (positive: wrong; fractions; PRR and AURC of "
+                             "rejecting by the score)", columns=("n", "wrong", "auroc", "prr", "aurc", "ece", "brier"),
+                             digits=3))
 
 
 def _score_on_ray(engine, path, output, resume, address, pool, as_json, options) -> None:

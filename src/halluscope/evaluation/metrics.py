@@ -20,6 +20,8 @@ from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import auc, precision_recall_curve
 
 COLUMNS = ("nonfact", "nonfact_star", "factual", "pearson", "spearman", "prr")
+COLUMNS_NOTE = ("all in %: sentence AUC-PR (NonFact, NonFact*, Factual), passage Pearson and Spearman, and the PRR "
+                "of rejecting passages by score (100 = the labels' order, 0 = random)")
 
 
 def auc_pr(y_true: np.ndarray, scores: np.ndarray) -> float:
