@@ -201,7 +201,8 @@ def test_score_cli_with_claims_prints_and_writes_claims(tmp_path):
     out = tmp_path / "r.json"
     r = CliRunner().invoke(app, ["score", "--claims", "rule", "-m", "ngram1_max_rel,entity", "-o", str(out)])
     assert r.exit_code == 0, r.output
-    assert "claims: ngram1_max_rel=" in r.output
+    text = " ".join(r.output.split())
+    assert "from 0 as in the output): ngram1_max_rel=" in text and " s0: " in text and " s1: " in text
     items = json.loads(out.read_text())["items"]
     assert all(it["claims"] and len(it["claim_scores"]["entity"]) == len(it["claims"]) for it in items)
     bad = CliRunner().invoke(app, ["score", "--claims", "nonsense", "-m", "ngram1_max_rel"])

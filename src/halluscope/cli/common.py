@@ -172,17 +172,17 @@ def show_results(results, primary: str | None = None) -> None:
 
 
 def _show_claims(it, primary: str, infos: dict) -> None:
-    """A record's claims under its sentences: [sentence number] claim, shaded by its score (the primary method's,
-    else the first claim method's), with the evidence of the first method that keeps some."""
+    """A record's claims under its sentences: sN (its sentence's index) and the claim, shaded by its score (the
+    primary method's, else the first claim method's), with the evidence of the first method that keeps some."""
     m = primary if primary in it.claim_scores else next(iter(it.claim_scores), None)
     if m is None:
         return
     bounded = bool(infos.get(m, {}).get("bounded", True))
-    head = Text("  claims: " + "  ".join(f"{k}={v:.3f}" for k, v in it.claim_passage_scores.items()), style="dim")
-    console.print(head)
+    console.print(Text("  claims (sN: of sentence N, from 0 as in the output): "
+                       + "  ".join(f"{k}={v:.3f}" for k, v in it.claim_passage_scores.items()), style="dim"))
     ev_m = next(iter(it.claim_evidence), None)
     for k, c in enumerate(it.claims):
-        line = Text(f"  [{c.sentence + 1}] ", style="dim")
+        line = Text(f"  s{c.sentence}: ", style="dim")
         sc = it.claim_scores[m][k]
         line.append(c.text, style=_shade(sc, bounded))
         line.append(f" [{m} {sc:.2f}]", style="dim")
