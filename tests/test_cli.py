@@ -374,7 +374,8 @@ def test_bad_options_and_outputs_fail_before_any_scoring(tmp_path):
     table is printed as written ("x [claims, max]" was read as markup and lost)."""
     from rich.console import Console
 
-    from halluscope.cli.common import _table, example_path
+    from halluscope.cli.common import example_path
+    from halluscope.cli.render import _table
 
     src = tmp_path / "in.jsonl"
     src.write_text(example_path().read_text())

@@ -16,7 +16,8 @@ import sys
 
 # registers the commands, in the order --help lists them: scoring first
 from . import score, report, calibrate, serve, train, reproduce, ensemble  # noqa: F401, I001
-from .common import app, example_path, say, show_results
+from .common import app, example_path, say
+from .render import show_results
 
 __all__ = ["app", "example_path", "main", "show_results"]
 

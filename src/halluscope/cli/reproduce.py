@@ -28,10 +28,10 @@ from .common import (
     FirstSamplesOpt,
     _detector,
     _bar,
-    _table,
     _sampler,
     _parse_range,
 )
+from .render import _table
 
 
 @reproduce_app.command("wikibio")

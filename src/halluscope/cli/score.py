@@ -33,12 +33,10 @@ from .common import (
     NliEvidenceOpt,
     example_path,
     _detector,
-    show_results,
     _read_records_or_exit,
     _exit_for_skipped,
     _qa_stages,
     _bar,
-    _table,
     _sampler,
     _parse_range,
     _method_options,
@@ -47,6 +45,7 @@ from .common import (
     say,
     show_usage,
 )
+from .render import _table, show_results
 
 
 @app.command()

@@ -22,10 +22,10 @@ from .common import (
     DataOpt,
     _detector,
     _bar,
-    _table,
     _parse_range,
     say,
 )
+from .render import _table
 
 
 @app.command("train-learned")
