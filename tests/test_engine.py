@@ -77,6 +77,64 @@ def _small(records, k):
     return out
 
 
+def test_concurrent_scores_take_turns_on_the_shared_models(detector_models):
+    """Two threads scoring at once, each with its own Detector (as a web app's thread pool does), get what each gets
+    alone: the encoder and the NLI model are one per process, and each call holds the model's lock (before, one
+    thread's pass cleared the other's token ids: KeyError, and that thread's records were lost). The NLI cache keeps
+    at most ``cache_size`` pairs, and what it drops is computed again, the same."""
+    import threading
+    import time
+
+    from halluscope import Detector, read_records
+    from halluscope.cli.common import example_path
+
+    recs, _ = read_records(example_path())
+    batches = [[{"id": f"{r.id}-{k}", "response": r.response, "samples": r.samples[k:] + r.samples[:k]}
+                for r in recs] for k in (1, 2, 3, 4)]
+    enc, nli = detector_models
+
+    def fresh():
+        enc.clear_cache()
+        nli.clear_cache()
+
+    fresh()
+    got, failed = {}, []
+    tokenize = nli._tokenize  # slowed, so that the threads' passes overlap on any machine
+
+    def slow_tokenize(units):
+        tokenize(units)
+        time.sleep(0.02)
+
+    def work(batch):
+        try:
+            got.update({it.id: it.passage_scores for it in Detector().score(batch)})
+        except Exception as e:  # noqa: BLE001 (what the thread met is the finding)
+            failed.append(repr(e))
+
+    threads = [threading.Thread(target=work, args=(b,)) for b in batches]
+    nli._tokenize = slow_tokenize
+    try:
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+    finally:
+        del nli._tokenize
+    assert not failed and len(got) == 12, failed
+    fresh()
+    alone = {it.id: it.passage_scores for b in batches for it in Detector().score(b)}
+    assert got == {k: pytest.approx(v, abs=1e-6) for k, v in alone.items()}
+    pairs = [(s, r.response) for r in recs for s in r.samples[:4]]
+    want = nli.probs(pairs)
+    fresh()
+    size = nli.cache_size
+    try:
+        nli.cache_size = 5
+        np.testing.assert_allclose(nli.probs(pairs), want, atol=1e-6)
+        assert len(nli._cache) <= 5 and len(nli._unit_cache) <= 5
+        np.testing.assert_allclose(nli.probs(pairs[:3]), want[:3], atol=1e-6)  # dropped, computed again
+    finally:
+        nli.cache_size = size
+
+
 def test_default_probability_is_the_same_alone_and_in_a_batch_of_20(detector_models, wikibio):
     examples, _ = read_records(example_path())
     det = Detector()

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import threading
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
@@ -84,6 +85,7 @@ _BUILDERS: dict[str, Callable[[list[str], Any], Any]] = {}
 _LOADED = False
 # modules outside halluscope.scorers that register methods
 _OTHER_MODULES = ("halluscope.engine.components",)
+_LOAD_LOCK = threading.RLock()  # re-entrant: a module being imported may ask the registry
 
 
 def register(*specs: MethodSpec, build: Callable[[list[str], Any], Any]) -> None:
@@ -97,16 +99,21 @@ def register(*specs: MethodSpec, build: Callable[[list[str], Any], Any]) -> None
 
 
 def _load() -> None:
+    """Import every module that registers methods, once; a thread that comes meanwhile waits for the whole set (it
+    saw a half-filled registry: "unknown method")."""
     global _LOADED
     if _LOADED:
         return
-    _LOADED = True
-    import halluscope.scorers as pkg
+    with _LOAD_LOCK:
+        if _LOADED:
+            return
+        import halluscope.scorers as pkg
 
-    for mod in pkgutil.iter_modules(pkg.__path__):
-        importlib.import_module(f"{pkg.__name__}.{mod.name}")
-    for name in _OTHER_MODULES:
-        importlib.import_module(name)
+        for mod in pkgutil.iter_modules(pkg.__path__):
+            importlib.import_module(f"{pkg.__name__}.{mod.name}")
+        for name in _OTHER_MODULES:
+            importlib.import_module(name)
+        _LOADED = True
 
 
 def specs() -> dict[str, MethodSpec]:

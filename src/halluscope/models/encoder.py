@@ -9,6 +9,7 @@ The model is any Hugging Face encoder, given by hub id or local path; the defaul
 from __future__ import annotations
 
 import os
+import threading
 from collections import OrderedDict
 from pathlib import Path
 
@@ -98,6 +99,7 @@ class Encoder:
                                what=f"encoder {self.name} ({precision} on {self.device})")
         # text -> ({layer: token vectors fp16}, sentence embedding fp32)
         self._cache: OrderedDict[str, tuple[dict[int, np.ndarray], np.ndarray]] = OrderedDict()
+        self._lock = threading.RLock()  # one encoder serves every thread of a process: calls take turns
         self.forward_texts = 0  # how many texts went through the model (for tests and benchmarks)
         self.forward_tokens = 0
 
@@ -174,22 +176,25 @@ class Encoder:
         layer = self.layer if layer is None else layer
         if layer not in self.layers:
             raise ValueError(f"layer {layer} is not kept by this encoder (kept: {self.layers})")
-        self._encode(texts)
-        out = []
-        for t in texts:
-            v = self._cache[t]
-            self._cache.move_to_end(t)
-            out.append(v[0][layer])
-        return out
+        with self._lock:
+            self._encode(texts)
+            out = []
+            for t in texts:
+                v = self._cache[t]
+                self._cache.move_to_end(t)
+                out.append(v[0][layer])
+            return out
 
     def clear_cache(self) -> None:
         """Forget every text's embeddings (the NLI models have the same method)."""
-        self._cache.clear()
+        with self._lock:
+            self._cache.clear()
 
     def sentence_embeddings(self, texts: list[str]) -> np.ndarray:
         """Unit-length mean-pooled last-layer embeddings, one row per text."""
-        self._encode(texts)
-        return np.stack([self._cache[t][1] for t in texts]) if texts else np.zeros((0, 0), np.float32)
+        with self._lock:
+            self._encode(texts)
+            return np.stack([self._cache[t][1] for t in texts]) if texts else np.zeros((0, 0), np.float32)
 
 
 def _pool_torch(hidden: dict, attention_mask: np.ndarray, layers: tuple[int, ...], last: int):

@@ -19,7 +19,9 @@ Backends:
 
 from __future__ import annotations
 
+import itertools
 import os
+import threading
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Sequence
@@ -33,12 +35,19 @@ Pair = tuple[str, str]
 
 
 class NLI(ABC):
-    """Base class: caching and batching. Subclasses implement ``_forward(pairs) -> [n, 3] probabilities``."""
+    """Base class: caching and batching. Subclasses implement ``_forward(pairs) -> [n, 3] probabilities``.
+
+    One model serves every thread of a process: :meth:`probs` holds the model's lock, so concurrent calls take
+    turns (the model's own threads use the cores meanwhile). The caches keep the ``cache_size`` pairs most recently
+    computed (the oldest go first; about 1.6 KB a pair with its texts), so a long-running process stays bounded;
+    :meth:`clear_cache` empties them."""
 
     name: str = "nli"
     batch_size: int = 16
+    cache_size: int = 200_000  # a full WikiBio run (238 passages, 20 samples) computes about 40,000 per method
 
     def __init__(self) -> None:
+        self._lock = threading.RLock()
         self._cache: dict[Pair, np.ndarray] = {}  # pair -> its probabilities
         self._unit_cache: dict[Pair, np.ndarray] = {}  # what went through the model (a pair or a window of one)
         self.forward_pairs = 0  # pairs that went through the model
@@ -54,12 +63,17 @@ class NLI(ABC):
         contradiction cannot outvote it). Each unique (window, hypothesis) pair goes through the model once."""
         if not pairs:
             return np.zeros((0, 3), dtype=np.float32)
-        units = self._pieces([p for p in dict.fromkeys(pairs) if p not in self._cache])
-        self._run([u for us in units.values() for u in us])
-        for p, us in units.items():
-            rows = np.stack([self._unit_cache[u] for u in us])
-            self._cache[p] = rows[int(rows[:, 0].argmax())]
-        return np.stack([self._cache[p] for p in pairs])
+        with self._lock:
+            units = self._pieces([p for p in dict.fromkeys(pairs) if p not in self._cache])
+            self._run([u for us in units.values() for u in us])
+            for p, us in units.items():
+                rows = np.stack([self._unit_cache[u] for u in us])
+                self._cache[p] = rows[int(rows[:, 0].argmax())]
+            out = np.stack([self._cache[p] for p in pairs])
+            for cache in (self._cache, self._unit_cache):  # bounded: the oldest entries go, after this call's use
+                for k in list(itertools.islice(cache, max(0, len(cache) - self.cache_size))):
+                    del cache[k]
+            return out
 
     def windows(self, pair: Pair) -> list[Pair]:
         """The pieces a pair is scored as: the pair itself where it fits the model's window (the default, and
@@ -96,8 +110,9 @@ class NLI(ABC):
         """Probabilities (entailment, neutral, contradiction) for a batch of pairs."""
 
     def clear_cache(self) -> None:
-        self._cache.clear()
-        self._unit_cache.clear()
+        with self._lock:
+            self._cache.clear()
+            self._unit_cache.clear()
 
 
 def _softmax(x: np.ndarray) -> np.ndarray:
