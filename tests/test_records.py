@@ -1,6 +1,7 @@
 """Input validation: every bad record gets an error naming it and the field; the good ones are still scored."""
 
 import json
+import re
 
 import pytest
 
@@ -127,7 +128,31 @@ def test_record_object_api():
     it = res.items[0]
     assert it.sentences == ["The sky is green."]
     assert it.sentence_scores["ngram1_max"][0] == pytest.approx(__import__("math").log(16))
+    # Record objects are checked as dicts are (they were scored unchecked: two with no id came back both holding
+    # the second one's scores, and samples="abc" was three samples); no id: their position
+    det = Detector(methods="ngram1_max")
+    two = det.score([Record(response="Paris is the capital of France.", samples=["Paris is in France."]),
+                     Record(response="Berlin is the capital of Spain.", samples=["Berlin is in Germany."])])
+    assert [(x.id, x.response[:5]) for x in two.items] == [("0", "Paris"), ("1", "Berli")] and not two.errors
+    bad = det.score([Record(response="Hi there.", samples="abc", id="a"), Record(response="", samples=["x"], id="b"),
+                     Record(response="Paris is nice.", samples=[None], id="c"),
+                     Record(response="Paris is nice.", samples=["x"], sentences=["Rome."], id="d"), r])
+    assert [x.id for x in bad.items] == ["sky"]
+    assert [(e.record, e.field) for e in bad.errors] == [("a", "samples"), ("b", "response"), ("c", "samples[0]"),
+                                                         ("d", "sentences[0]")]
+    for one, hint in ((r, "put one record in a list"), (r.to_dict(), "put one record in a list"), ("text", "a str")):
+        with pytest.raises(TypeError, match=hint):
+            det.score(one)
 
+
+def test_detector_options_are_checked_when_it_is_made():
+    """A bad precision or chunk size fails at construction (a service fails at start), not at the first score()
+    after seconds of model loading (chunk_size=0 was a bare "range() arg 3 must not be zero")."""
+    for kw, want in (({"precision": "fp64"}, "precision must be one of auto, fp32, bf16, got 'fp64'"),
+                     ({"nli_precision": "fp8"}, "nli_precision must be one of auto, fp32, bf16, int8"),
+                     ({"chunk_size": 0}, "chunk_size must be a whole number of records, at least 1")):
+        with pytest.raises(ValueError, match=re.escape(want)):
+            Detector(**kw)
 
 def test_malformed_lines_of_every_kind_are_reported_and_valid_records_scored(tmp_path):
     """Valid records among malformed lines (invalid UTF-8 bytes included): each valid record is scored, each other

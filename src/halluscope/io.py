@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import csv
+import dataclasses
 import json
 import os
 import uuid
@@ -68,17 +69,14 @@ def records_from_objects(objs: Iterable[Any], need_samples: bool = True) -> tupl
     for i, obj in enumerate(objs):
         if obj is _BAD:  # a line that could not be read (already reported): keeps the numbering
             continue
-        if isinstance(obj, Record):
-            rec = obj
-            rec.id = rec.id or str(i)
-        else:
-            try:
-                rec = Record.from_dict(_normalize_keys(obj) if isinstance(obj, Mapping) else obj, index=i,
-                                       need_samples=need_samples)
-            except RecordError as e:
-                errors.append(e)
-                continue
-        given = not (isinstance(obj, Mapping) and obj.get("id") in (None, ""))
+        fields = _record_fields(obj) if isinstance(obj, Record) else obj  # a Record is checked as a dict is
+        try:
+            rec = Record.from_dict(_normalize_keys(fields) if isinstance(fields, Mapping) else fields, index=i,
+                                   need_samples=need_samples)
+        except RecordError as e:
+            errors.append(e)
+            continue
+        given = not (isinstance(fields, Mapping) and fields.get("id") in (None, ""))
         if rec.id in seen:
             errors.append(RecordError(rec.id, "id", _duplicate(i, seen[rec.id], rec.id in auto, given)))
             continue
@@ -87,6 +85,13 @@ def records_from_objects(objs: Iterable[Any], need_samples: bool = True) -> tupl
             auto.add(rec.id)
         records.append(rec)
     return records, errors
+
+
+def _record_fields(rec: Record) -> dict:
+    """A :class:`Record`'s fields as the dict it would be read from (its ``meta`` as the extra keys), so that one made
+    in code is validated as one read from a file (a ``samples`` string, an empty response, sentences not in it)."""
+    known = {f.name: getattr(rec, f.name) for f in dataclasses.fields(rec) if f.name != "meta"}
+    return {**rec.meta, **{k: v for k, v in known.items() if v is not None}}
 
 
 def _duplicate(i: int, first: int, first_auto: bool, given: bool) -> str:

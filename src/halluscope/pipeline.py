@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -134,8 +134,8 @@ def parse_methods(methods: str | Sequence[str] | None) -> list[str]:
 class Detector:
     """Scores records with the chosen methods.
 
-    methods: method names (see :func:`available_methods`); default ngram1_max, bertscore, nli_support, entity,
-        combination.
+    methods: method names (see :func:`available_methods`); default ngram1_max_rel, bertscore, nli_support, entity,
+        combination and probability (the calibrated default output).
     encoder / layer: BERTScore encoder (hub id, local path or ``minilm``) and its layer (default: the last).
     precision: encoder precision, ``auto`` (fp32 on the CPU, through ONNX Runtime; bf16 on a GPU that has it),
         ``bf16`` or ``fp32``.
@@ -198,8 +198,16 @@ class Detector:
             raise ValueError(f"sentence_split must be 'parser' or 'rule', got {self.sentence_split!r}")
         if self.combination_stats not in ("packaged", "run"):
             raise ValueError(f"combination_stats must be 'packaged' or 'run', got {self.combination_stats!r}")
+        from .models.encoder import PRECISIONS
+        from .models.nli import NLI_PRECISIONS
         from .scorers.nli import check_evidence
 
+        for name, value, allowed in (("precision", self.precision, PRECISIONS),
+                                     ("nli_precision", self.nli_precision, NLI_PRECISIONS)):
+            if value not in allowed:  # checked here, not at the first score() after the models load
+                raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+        if type(self.chunk_size) is not int or self.chunk_size < 1:
+            raise ValueError(f"chunk_size must be a whole number of records, at least 1, got {self.chunk_size!r}")
         self.nli_evidence = check_evidence(self.nli_evidence)
         check_method_options(self.method_options)
         self.methods = parse_methods(self.methods)
@@ -385,11 +393,14 @@ class Detector:
         return keep
 
     def _validate(self, records, evidence) -> tuple[list[Record], list[RecordError]]:
-        raw = list(records)
-        if raw and all(isinstance(r, Record) for r in raw):
-            recs, errors = raw, []  # already validated
-        else:
-            recs, errors = records_from_objects(raw)
+        """Every record checked, dicts and :class:`Record` objects alike (ids by position where they have none);
+        a single record, a string or a DataFrame where a list of records belongs is a TypeError."""
+        if isinstance(records, (Mapping, Record, str, bytes)) or hasattr(records, "columns"):
+            what = type(records).__name__
+            raise TypeError(f"score() takes a list of records (dicts or Record objects), got a {what}"
+                            + (": df.to_dict('records') gives the list" if hasattr(records, "columns") else
+                               ": put one record in a list" if isinstance(records, (Mapping, Record)) else ""))
+        recs, errors = records_from_objects(list(records), need_samples=evidence is None)
         for r in recs:
             if not (evidence(r) if evidence else r.samples):
                 errors.append(RecordError(r.id, "samples", "no samples to check the response against"))

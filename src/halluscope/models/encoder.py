@@ -33,6 +33,9 @@ def bf16_supported(device: str | None = None) -> bool:
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
+PRECISIONS = ("auto", "fp32", "bf16")
+
+
 class Encoder:
     """Batched, cached encoder.
 
@@ -68,7 +71,7 @@ class Encoder:
         from transformers import AutoModel, AutoTokenizer
 
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        if precision not in ("auto", "fp32", "bf16"):
+        if precision not in PRECISIONS:
             raise ValueError(f"precision must be 'auto', 'fp32' or 'bf16', got {precision!r}")
         self.name = model or "minilm"
         path = resolve_encoder_path(self.name)

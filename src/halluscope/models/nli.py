@@ -34,6 +34,9 @@ from .registry import DEFAULT_NLI, aegis_path, quiet_transformers, resolve_nli_p
 Pair = tuple[str, str]
 
 
+NLI_PRECISIONS = ("auto", "fp32", "bf16", "int8")
+
+
 class NLI(ABC):
     """Base class: caching and batching. Subclasses implement ``_forward(pairs) -> [n, 3] probabilities``.
 
@@ -184,7 +187,7 @@ class HFNLI(NLI):
 
         from .encoder import bf16_supported
 
-        if precision not in ("auto", "fp32", "bf16", "int8"):
+        if precision not in NLI_PRECISIONS:
             raise ValueError(f"NLI precision must be auto, fp32, bf16 or int8, got {precision!r}")
         precision = "fp32" if precision == "auto" else precision
         if precision == "bf16" and not bf16_supported():
