@@ -251,7 +251,91 @@ def test_no_auth_only_on_loopback_and_bad_settings_are_one_line_before_anything_
     assert not (tmp_path / "x.db").exists()
     out = serve("--db", "postgresql://hs@127.0.0.1:1/x")  # nothing listens on port 1
     assert out.startswith("error: cannot open the database") and "Connection refused" in out.replace("\n", " ")
+    # settings that cannot work (--job-chunk 0 marked every job done with nothing scored), a port out of range (a
+    # traceback, after the admin key was printed) or in use (uvicorn's exit 3): exit 2 before anything is written
+    assert "--job-chunk must be a whole number, at least 1" in serve("--db", db, "--job-chunk", "0")
+    assert "--max-batch must be a whole number" in serve("--db", db, "--max-batch", "0")
+    assert "--port must be 1-65535" in serve("--db", db, "--port", "99999")
+    import socket
 
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        assert "cannot listen on 127.0.0.1" in serve("--db", db, "--port", str(taken.getsockname()[1]))
+    assert not (tmp_path / "x.db").exists()
+
+    def keys(*args):
+        return subprocess.run([sys.executable, "-m", "halluscope", "keys", *args], capture_output=True, text=True,
+                              timeout=120)
+
+    typo = keys("list", "--db", str(tmp_path / "typo.db"))  # it made an empty database and exited 0
+    assert typo.returncode == 2 and f"no database at {tmp_path / 'typo.db'}" in typo.stderr, typo.stderr
+    assert not (tmp_path / "typo.db").exists()
+    made = keys("create", "ops", "--scopes", "admin", "--db", str(tmp_path / "new.db"))  # before a first start
+    assert made.returncode == 0 and made.stdout.startswith("hs_") and "a new database was made" in made.stderr
+    listed = keys("list", "--db", str(tmp_path / "new.db")).stdout.splitlines()
+    assert listed[0].split("\t") == ["id", "name", "prefix", "scopes", "state", "created"]
+    assert listed[1].split("\t")[1:5:3] == ["ops", "active"] and listed[1].endswith("+00:00")
+
+
+def test_what_an_operator_reads_is_right(server, db):
+    """Readiness (models loaded, loop passing, database answering), times with any offset meaning that instant
+    (on SQLite +01:00 was read as wall-clock UTC: 0 answers, and -05:00 all of them), every API time with its
+    offset (SQLite's key list had none), JSON Lines sent with curl's default type, and log lines with a time and
+    the job's events."""
+    import datetime as dt
+    import re
+
+    t0 = time.monotonic()
+    while (ready := httpx.get(server.url + "/readyz", timeout=10)).status_code != 200 and time.monotonic() - t0 < 180:
+        assert ready.status_code == 503 and ready.json()["reasons"], ready.text
+        time.sleep(0.5)
+    assert ready.json() == {"status": "ready", "reasons": []}
+    start = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=2)
+    with server.client() as c:
+        c.check(**SHORT[0], tags={"model": "tz"})
+        counts = {off: c.stats(since=start.astimezone(dt.timezone(dt.timedelta(hours=off))).isoformat(),
+                               tag=["model:tz"])["n"] for off in (0, 1, -5)}
+        assert counts == {0: 1, 1: 1, -5: 1}, counts
+        assert all(k["created_at"].endswith("+00:00") for k in c.request("GET", "/v1/keys"))
+    body = "".join(json.dumps({**r, "id": f"curl-{i}"}) + "\n" for i, r in enumerate(SHORT))
+    r = httpx.post(server.url + "/v1/jobs", content=body.encode(),
+                   headers={"X-API-Key": server.admin_key, "Content-Type": "application/x-www-form-urlencoded"})
+    assert r.status_code == 202 and r.json()["total"] == 2, r.text
+    with server.client() as c:
+        _wait_done(c, r.json()["id"], 2)
+    time.sleep(0.5)
+    stamp = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4} +INFO"
+    assert any(re.match(stamp + r".*models loaded in", line) for line in server.log), server.log[-20:]
+    assert any(re.match(stamp + f".*job {r.json()['id']}: 2 records accepted", line) for line in server.log)
+    assert any(re.match(stamp + f".*job {r.json()['id']}: done", line) for line in server.log)
+    assert any(re.match(stamp + r'.*"GET /readyz HTTP/1.1" 200', line) for line in server.log)
+
+
+def test_two_servers_storing_one_chunk_store_it_once(db, request, tmp_path):
+    """Two servers on one database both score a job's oldest pending chunk; the second to store it finds its
+    records done and stores nothing (it reported them failed on a duplicate key, and submit exited 3)."""
+    import sqlalchemy as sa
+
+    from halluscope.pipeline import Detector
+    from halluscope.serve import store
+    from halluscope.serve.db import make_engine, results
+    from halluscope.types import Record
+
+    engine = make_engine(_fresh_db(db, request, tmp_path, "two"))
+    jid = store.create_job(engine, [{**SHORT[0], "id": "a"}, {**SHORT[1], "id": "b"}], {}, None)
+    todo = store.pending_job_records(engine, 16)
+    assert [t[1] for t in todo] == [0, 1]
+    recs = [Record.from_dict(t[2], t[1]) for t in todo]
+    scored = [(t[1], it, rec, None) for t, it, rec in zip(todo, Detector(methods="ngram1_max").score(recs), recs)]
+    assert store.save_job_results(engine, jid, scored, {}, None) == {0, 1}
+    assert store.save_job_results(engine, jid, scored, {}, None) == set()  # the other server, a moment later
+    assert store.save_job_results(engine, jid, [], {}, None, {1: "it failed there"}) == set()  # a done one stays
+    job = store.get_job(engine, jid)
+    assert (job["status"], job["done"], job["errors"]) == ("done", 2, [])
+    with engine.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(results)).scalar_one() == 2
+    engine.dispose()
 
 def test_submit_command_and_async_client(server, wikibio, tmp_path):
     import asyncio

@@ -53,6 +53,8 @@ def test_dashboard_renders_plots(filled, tmp_path):
         assert page.locator("#rate svg path").count() == 2  # one line per model tag
         assert "7 answers" in page.inner_text("#summary")
         assert page.locator("#flagged tr").count() >= 1
+        assert page.inner_text("#flagged tr td").endswith(" UTC")  # times say their zone (they were bare)
+        assert " UTC" in page.text_content("#rate svg")
         page.screenshot(path=str((_shots() or tmp_path) / "serve-dashboard.png"), full_page=True)
 
     assert _browse(s.admin_key, s.url + "/", act) == []

@@ -78,6 +78,9 @@ def submit(
 
     if output is not None and output.suffix.lower() != ".jsonl":
         raise ValueError(f"--output {output}: the job's results are JSON lines: name a .jsonl file")
+    if output is not None and not wait:
+        raise ValueError("--output needs --wait: with --no-wait the results are fetched later (GET /v1/jobs/ID/results "
+                         "or halluscope.client.Client.job_results)")
     prepare_output(output, path)
     recs, skipped = _read_records_or_exit(path)  # it names each skipped record
     if not recs:
@@ -87,7 +90,8 @@ def submit(
         try:
             job = c.submit([r.to_dict() for r in recs], tags=tags)
         except ServiceError as e:
-            raise ValueError(f"the server refused the job: {e}") from None
+            unset = f" (${key_env} is not set)" if e.status == 401 and not os.environ.get(key_env) else ""
+            raise ValueError(f"the server refused the job: {e}{unset}") from None
         except httpx.TransportError as e:  # after the client's retries
             raise ValueError(f"cannot reach the service at {server} ({e}): is `halluscope serve` running there? "
                              "(--server URL)") from None
@@ -127,23 +131,49 @@ app.add_typer(keys_app, name="keys")
 @fails
 def keys_create(name: str = typer.Argument(...), scopes: str = typer.Option("submit", "--scopes",
                 help="Comma-separated: submit, review, admin."), db: Optional[str] = DbOpt):
-    """Create a key; it is printed this once (only its hash is stored)."""
+    """Create a key; it is printed this once (only its hash is stored). Before the first start of an unattended
+    server, an admin key made so keeps the server from printing one to its log. A SQLite file that is not there
+    yet is created (and said so)."""
     from ..serve.auth import create_key
-    from ..serve.db import make_engine
+    from ..serve.db import url_of
 
-    print(create_key(make_engine(db), name, [s.strip() for s in scopes.split(",") if s.strip()]))
+    url = url_of(db)
+    new = url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).is_file()
+    key = _on_keys_db(db, lambda eng: create_key(eng, name, [s.strip() for s in scopes.split(",") if s.strip()]),
+                      create=True)
+    if new:
+        err.print(f"note: {url[len('sqlite:///'):]} did not exist: a new database was made", highlight=False)
+    print(key)
+
+
+def _on_keys_db(db: Optional[str], work, create: bool = False):
+    """``work(engine)`` on the service's database: one that is not there (unless ``create``), cannot be opened or
+    is read-only is one line (exit 2), not a traceback or a new empty database."""
+    import sqlalchemy as sa
+
+    from ..serve.db import open_existing, shown
+
+    engine = open_existing(db, create=create)
+    try:
+        return work(engine)
+    except sa.exc.DatabaseError as e:
+        raise ValueError(f"the database {shown(db)}: {(str(e.orig or e).strip().splitlines() or ['?'])[0]}") from None
+    finally:
+        engine.dispose()
 
 
 @keys_app.command("list")
 @fails
 def keys_list(db: Optional[str] = DbOpt):
-    """List the keys: id, name, the key's first characters, scopes, active or revoked (never the key itself)."""
+    """List the keys, tab-separated under a header: id, name, the key's first characters, scopes, active or revoked,
+    created (never the key itself)."""
     from ..serve.auth import list_keys
-    from ..serve.db import make_engine
 
-    for k in list_keys(make_engine(db)):
-        console.print(f"{k['id']}\t{k['name']}\t{k['prefix']}…\t{','.join(k['scopes'])}\t"
-                      f"{'revoked' if k['revoked'] else 'active'}", highlight=False)
+    keys = _on_keys_db(db, list_keys)
+    print("id\tname\tprefix\tscopes\tstate\tcreated")  # tab-separated, for scripts (rich would expand tabs)
+    for k in keys:
+        print(f"{k['id']}\t{k['name']}\t{k['prefix']}…\t{','.join(k['scopes'])}\t"
+              f"{'revoked' if k['revoked'] else 'active'}\t{k['created_at']}")
 
 
 @keys_app.command("revoke")
@@ -153,8 +183,7 @@ def keys_revoke(key_id: int = typer.Argument(..., help="The key's id, as `keys l
     """Revoke a key: requests with it get 401 (a running service notices within 30 s; at once through DELETE
     /v1/keys/{id})."""
     from ..serve.auth import revoke_key
-    from ..serve.db import make_engine
 
-    if not revoke_key(make_engine(db), key_id):
+    if not _on_keys_db(db, lambda eng: revoke_key(eng, key_id)):
         raise ValueError(f"no active key {key_id}")
     console.print(f"revoked key {key_id}")

@@ -28,11 +28,12 @@ def run(config: ServeConfig, host: str = "127.0.0.1", port: int = 8000, log_leve
     import uvicorn
 
     from .auth import ensure_admin_key
-    from .db import make_engine, url_of
+    from .db import make_engine, shown
 
     if not config.auth and not is_loopback(host):
         raise ValueError(f"--no-auth is only allowed on a loopback address, not {host}")
-    safe = url_of(config.db).split("@")[-1]
+    _can_listen(host, port)  # before the database is touched: no admin key printed for a server that never ran
+    safe = shown(config.db)
     try:
         app = create_app(config)  # checks the methods and the calibration file: nothing is written before
         engine = make_engine(config.db)
@@ -51,4 +52,40 @@ def run(config: ServeConfig, host: str = "127.0.0.1", port: int = 8000, log_leve
         cal = f"; calibration {config.calibration}, watched{'' if there else ': the packaged one until it appears'}"
     print(f"halluscope: serving on http://{host}:{port} (database {safe}{cal}; docs at /docs)", file=sys.stderr,
           flush=True)
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, log_config=log_config())
+
+
+def _can_listen(host: str, port: int) -> None:
+    """A port out of range, or one this host cannot listen on (in use, not permitted), is a ValueError (exit 2),
+    not uvicorn's exit 3 after the start-up ran."""
+    import socket
+
+    if type(port) is not int or not 1 <= port <= 65535:
+        raise ValueError(f"--port must be 1-65535, got {port!r}")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as e:
+        raise ValueError(f"--host {host}: {e.strerror}") from None
+    family, kind, proto, _, addr = infos[0]
+    with socket.socket(family, kind, proto) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            s.bind(addr)
+        except OSError as e:
+            raise ValueError(f"cannot listen on {host}:{port}: {e.strerror}") from None
+
+
+def log_config() -> dict:
+    """uvicorn's logging with a time (ISO 8601, with its offset) on every line, halluscope's own lines among
+    them (job and key events, store errors), each with its level."""
+    import copy
+
+    from uvicorn.config import LOGGING_CONFIG
+
+    cfg = copy.deepcopy(LOGGING_CONFIG)
+    when = {"datefmt": "%Y-%m-%dT%H:%M:%S%z"}
+    cfg["formatters"]["default"].update(fmt="%(asctime)s %(levelprefix)s %(message)s", **when)
+    cfg["formatters"]["access"].update(
+        fmt='%(asctime)s %(levelprefix)s %(client_addr)s - "%(request_line)s" %(status_code)s', **when)
+    cfg["loggers"]["halluscope"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    return cfg

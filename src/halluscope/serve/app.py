@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy as sa
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
@@ -63,6 +64,17 @@ class ServeConfig:
     samples: int = 10  # samples drawn for prompt-only checks
     llm: Any = None  # a halluscope.llm.Sampler for prompt-only checks
     detector_options: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        """Settings that cannot work are refused before anything starts (``job_chunk=0`` marked every job done
+        with nothing scored)."""
+        for name in ("max_batch", "job_chunk", "samples", "max_chars"):
+            v = getattr(self, name)
+            if type(v) is not int or v < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be a whole number, at least 1, got {v!r}")
+        if not self.max_body_mb > 0 or not self.rate_limit >= 0:
+            raise ValueError(f"--max-body-mb must be above 0 and --rate-limit 0 or more, got {self.max_body_mb!r} and "
+                             f"{self.rate_limit!r}")
 
 
 class BodyLimit:
@@ -131,6 +143,13 @@ async def _invalid_parameter(request: Request, exc: RequestValidationError) -> J
     return JSONResponse({"detail": detail}, status_code=422)
 
 
+async def _database_away(request: Request, exc: Exception) -> JSONResponse:
+    """The database cannot be reached or written (down, locked, disk full): a JSON 503 with its reason, which a
+    client retries (it was a plain-text 500)."""
+    reason = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
+    return JSONResponse({"detail": f"database unavailable: {reason}"}, status_code=503, headers={"Retry-After": "5"})
+
+
 # Request bodies as OpenAPI shows them (/docs): the handlers read the body themselves (JSON, JSON Lines or an
 # uploaded file) to name each bad record and field, so FastAPI cannot infer these.
 _TEXTS = {"type": "array", "items": {"type": "string"}}
@@ -169,7 +188,8 @@ def _when(v: str | None, name: str) -> dt.datetime | None:
         t = dt.datetime.fromisoformat(v.replace("Z", "+00:00"))
     except ValueError:
         raise HTTPException(422, detail=[{"record": None, "field": name, "message": f"{v!r} is not an ISO time"}])
-    return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
+    # as UTC: SQLite compares the stored UTC times as text, so an offset of +01:00 was read as wall-clock time
+    return (t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)).astimezone(dt.timezone.utc)
 
 
 @dataclass
@@ -275,6 +295,7 @@ def create_app(config: ServeConfig) -> FastAPI:
         return resp
 
     app.add_exception_handler(RequestValidationError, _invalid_parameter)
+    app.add_exception_handler(sa.exc.OperationalError, _database_away)
     app.include_router(api)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     return app
@@ -290,7 +311,24 @@ READ = ("submit", "review")
 def healthz(request: Request):
     from .db import schema_version
 
-    return {"status": "ok", "schema": schema_version(_service(request).engine)}
+    return {"status": "ok", "schema": schema_version(_service(request).engine)}  # a database away: the 503
+
+
+@api.get("/readyz", tags=["service"])
+def readyz(request: Request):
+    """Whether this server can serve checks now: the models loaded, the scoring loop running and passing, the
+    database answering. 503 with the reasons otherwise (a load balancer sends no traffic then)."""
+    from .db import schema_version
+
+    hs = _service(request)
+    why = [] if hs.loop.ready.is_set() else ["the models are loading"]
+    why += [] if hs.loop.alive() else ["the scoring loop has stopped"]
+    why += [f"the scoring loop fails: {hs.loop.last_error}"] if hs.loop.last_error else []
+    try:
+        schema_version(hs.engine)
+    except sa.exc.OperationalError as e:
+        why.append(f"database unavailable: {(str(e.orig or e).strip().splitlines() or ['?'])[0]}")
+    return JSONResponse({"status": "not ready" if why else "ready", "reasons": why}, status_code=503 if why else 200)
 
 
 @api.get("/", include_in_schema=False)
@@ -304,8 +342,9 @@ def review_page():
 
 
 async def _json_body(request: Request) -> Any:
-    """The request's JSON: a JSON body, JSON Lines (Content-Type application/x-ndjson or text/plain), or a file
-    uploaded as multipart/form-data (JSON or JSONL by its content)."""
+    """The request's JSON: a JSON body, JSON Lines (Content-Type application/x-ndjson or text/plain, or any type
+    but application/json when the body is more than one JSON value), or a file uploaded as multipart/form-data (JSON
+    or JSONL by its content)."""
     ctype = request.headers.get("content-type", "")
     if ctype.startswith("multipart/form-data"):
         form = await request.form()
@@ -321,22 +360,28 @@ async def _json_body(request: Request) -> Any:
     except UnicodeDecodeError as e:
         raise HTTPException(422, detail=[{"record": None, "field": "body", "message": f"not UTF-8: {e}"}])
     if "ndjson" in ctype or "jsonl" in ctype or ctype.startswith("text/plain"):
-        out = []
-        for n, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    out.append(json.loads(line))
-                except (ValueError, RecursionError) as e:
-                    why = "nested too deeply" if isinstance(e, RecursionError) else e
-                    raise HTTPException(422, detail=[{"record": str(len(out)), "field": "<line>",
-                                                      "message": f"line {n} is not JSON: {why}"}])
-        return out
+        return _json_lines(text)
     try:
         return json.loads(text)
-    except ValueError as e:
+    except json.JSONDecodeError as e:
+        if e.msg == "Extra data" and ctype != "application/json":  # JSON Lines sent with curl's default type
+            return _json_lines(text)
         raise HTTPException(422, detail=[{"record": None, "field": "body", "message": f"not JSON: {e}"}])
     except RecursionError:
         raise HTTPException(422, detail=[{"record": None, "field": "body", "message": "JSON nested too deeply"}])
+
+
+def _json_lines(text: str) -> list:
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                out.append(json.loads(line))
+            except (ValueError, RecursionError) as e:
+                why = "nested too deeply" if isinstance(e, RecursionError) else e
+                raise HTTPException(422, detail=[{"record": str(len(out)), "field": "<line>",
+                                                  "message": f"line {n} is not JSON: {why}"}])
+    return out
 
 
 def _draw(hs: Service, body: dict) -> dict:
@@ -427,7 +472,11 @@ def _or_404(found: Any, what: str) -> Any:
 
 @api.get("/v1/jobs/{job_id}", tags=["jobs"])
 def job_status(job_id: str, request: Request, _: Principal = Depends(require(*READ))):
-    return _or_404(store.get_job(_service(request).engine, job_id), f"job {job_id}")
+    hs = _service(request)
+    job = _or_404(store.get_job(hs.engine, job_id), f"job {job_id}")
+    if job["status"] != "done" and hs.loop.last_error:  # why it does not move (a job blocked said nothing)
+        job["waiting"] = f"the scoring loop fails, retrying: {hs.loop.last_error}"
+    return job
 
 
 @api.get("/v1/jobs/{job_id}/results", tags=["jobs"])

@@ -9,6 +9,7 @@ hash), with an 8-character prefix to tell keys apart in listings. Scopes: ``subm
 from __future__ import annotations
 
 import hashlib
+import logging
 import secrets
 import threading
 import time
@@ -16,7 +17,9 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from .db import api_keys, now
+from .db import api_keys, iso, now
+
+log = logging.getLogger("halluscope.serve")
 
 SCOPES = ("submit", "review", "admin")
 
@@ -48,6 +51,7 @@ def create_key(engine: sa.Engine, name: str, scopes: list[str] | tuple[str, ...]
     with engine.begin() as c:
         c.execute(api_keys.insert().values(name=name, prefix=key[3:11], key_hash=_hash(key),
                                            scopes=",".join(sorted(set(scopes))), created_at=now()))
+    log.info("API key %r created (prefix %s, scopes %s)", name, key[3:11], ",".join(sorted(set(scopes))))
     return key
 
 
@@ -55,13 +59,15 @@ def list_keys(engine: sa.Engine) -> list[dict]:
     with engine.connect() as c:
         rows = c.execute(sa.select(api_keys).order_by(api_keys.c.id)).mappings().all()
     return [{"id": r["id"], "name": r["name"], "prefix": r["prefix"], "scopes": r["scopes"].split(","),
-             "created_at": r["created_at"].isoformat(), "revoked": r["revoked_at"] is not None} for r in rows]
+             "created_at": iso(r["created_at"]), "revoked": r["revoked_at"] is not None} for r in rows]
 
 
 def revoke_key(engine: sa.Engine, key_id: int) -> bool:
     with engine.begin() as c:
         n = c.execute(api_keys.update().where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
                       .values(revoked_at=now())).rowcount
+    if n:
+        log.info("API key %d revoked", key_id)
     return n > 0
 
 

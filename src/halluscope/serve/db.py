@@ -80,6 +80,14 @@ reviews = sa.Table(
 LABELS = ("accurate", "inaccurate")
 
 
+def iso(t: dt.datetime) -> str:
+    """A stored time as the API shows it: ISO 8601 in UTC, with its offset (SQLite returns naive times: stored in
+    UTC; PostgreSQL returns them in its session's zone)."""
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=dt.timezone.utc)
+    return t.astimezone(dt.timezone.utc).isoformat()
+
+
 def now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
@@ -102,6 +110,29 @@ def url_of(db: str | Path | None) -> str:
             return "postgresql+psycopg://" + s.split("://", 1)[1]
         return s
     return f"sqlite:///{Path(s).expanduser().resolve()}"
+
+
+def shown(db: str | Path | None) -> str:
+    """The database as messages name it: its URL with any password masked."""
+    try:
+        return sa.engine.make_url(url_of(db)).render_as_string(hide_password=True)
+    except sa.exc.ArgumentError:  # not a URL at all: no user or password part is shown
+        return url_of(db).split("@")[-1]
+
+
+def open_existing(db: str | Path | None, create: bool = False) -> sa.Engine:
+    """:func:`make_engine` for the ``keys`` commands: a SQLite file that does not exist is an error (a mistyped
+    --db made an empty database, and a key in it that the server never sees), unless ``create``; a database that
+    cannot be opened or written is one line naming it (not a traceback)."""
+    url = url_of(db)
+    if url.startswith("sqlite:///") and not create and not Path(url[len("sqlite:///"):]).is_file():
+        raise ValueError(f"no database at {url[len('sqlite:///'):]}: give the --db of `halluscope serve` (its "
+                         "default is " + default_url()[len("sqlite:///"):] + ")")
+    try:
+        return make_engine(db)
+    except sa.exc.DatabaseError as e:
+        reason = (str(e.orig or e).strip().splitlines() or [type(e).__name__])[0]
+        raise ValueError(f"cannot open the database {shown(db)}: {reason}") from None
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:

@@ -7,6 +7,7 @@ Every write that belongs together is one transaction: a scored batch's results (
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import uuid
 from typing import Any
 
@@ -14,7 +15,9 @@ import numpy as np
 import sqlalchemy as sa
 
 from ..types import ItemResult, Record
-from .db import LABELS, job_records, jobs, now, results, reviews
+from .db import LABELS, iso, job_records, jobs, now, results, reviews
+
+log = logging.getLogger("halluscope.serve")
 
 PROBABILITY = "probability"
 
@@ -47,6 +50,7 @@ def create_job(engine: sa.Engine, records: list[dict], tags: dict, key_name: str
     """A job with its records, stored whole (one transaction) before anything is scored."""
     jid = uuid.uuid4().hex
     t = now()
+    log.info("job %s: %d records accepted (key %s)", jid, len(records), key_name or "-")
     with engine.begin() as c:
         c.execute(jobs.insert().values(id=jid, created_at=t, updated_at=t, status="queued", total=len(records),
                                        done=0, tags=dict(tags), key_name=key_name))
@@ -75,27 +79,35 @@ def pending_job_records(engine: sa.Engine, limit: int) -> list[tuple[str, int, d
 def _finish_job(engine: sa.Engine, job_id: str) -> None:
     with engine.begin() as c:
         c.execute(jobs.update().where(jobs.c.id == job_id).values(status="done", updated_at=now()))
+    log.info("job %s: done", job_id)
 
 
 def save_job_results(engine: sa.Engine, job_id: str, scored: list[tuple[int, ItemResult, Record, dict | None]],
-                     tags: dict, key_name: str | None, failed: dict[int, str] | None = None) -> None:
+                     tags: dict, key_name: str | None, failed: dict[int, str] | None = None) -> set[int]:
     """Results of job records ((index, result, record, ensemble output or None)), the records' ``done`` marks
-    (``error`` with its message for ``failed``) and the job's count: one transaction."""
-    rows = [_row_of(it, rec, tags, key_name, (job_id, idx), ens) for idx, it, rec, ens in scored]
-    idxs = [idx for idx, _, _, _ in scored]
+    (``error`` with its message for ``failed``) and the job's count: one transaction. Only records still pending
+    are marked and stored (claimed by the update itself): where two servers share the database and scored the same
+    chunk, the second finds them done and stores nothing (it reported them failed, on a duplicate key). Returns the
+    indices whose results this call stored."""
+    pending = (job_records.c.job_id == job_id, job_records.c.status == "pending")
     with engine.begin() as c:
+        mine: set[int] = set()
+        if scored:
+            mine = set(c.execute(job_records.update().where(*pending, job_records.c.idx.in_([s[0] for s in scored]))
+                                 .values(status="done").returning(job_records.c.idx)).scalars())
+        rows = [_row_of(it, rec, tags, key_name, (job_id, idx), ens) for idx, it, rec, ens in scored if idx in mine]
         if rows:
             c.execute(results.insert(), rows)
-            c.execute(job_records.update().where(job_records.c.job_id == job_id, job_records.c.idx.in_(idxs))
-                      .values(status="done"))
         for idx, msg in (failed or {}).items():
-            c.execute(job_records.update().where(job_records.c.job_id == job_id, job_records.c.idx == idx)
-                      .values(status="error", error=msg))
+            c.execute(job_records.update().where(*pending, job_records.c.idx == idx).values(status="error", error=msg))
         done = c.execute(sa.select(sa.func.count()).select_from(job_records).where(
             job_records.c.job_id == job_id, job_records.c.status != "pending")).scalar_one()
         total = c.execute(sa.select(jobs.c.total).where(jobs.c.id == job_id)).scalar_one()
         c.execute(jobs.update().where(jobs.c.id == job_id).values(
             done=done, status="done" if done >= total else "running", updated_at=now()))
+    if done >= total:
+        log.info("job %s: done, %d records", job_id, total)
+    return mine
 
 
 def get_job(engine: sa.Engine, job_id: str) -> dict | None:
@@ -107,18 +119,12 @@ def get_job(engine: sa.Engine, job_id: str) -> dict | None:
             job_records.c.job_id == job_id, job_records.c.status == "error").order_by(job_records.c.idx)).all()
     return {"id": r["id"], "status": r["status"], "total": r["total"], "done": r["done"], "tags": r["tags"],
             "errors": [{"index": e.idx, "message": e.error} for e in errs],
-            "created_at": _iso(r["created_at"]), "updated_at": _iso(r["updated_at"])}
-
-
-def _iso(t: dt.datetime) -> str:
-    if t.tzinfo is None:  # SQLite returns naive datetimes: they were stored in UTC
-        t = t.replace(tzinfo=dt.timezone.utc)
-    return t.isoformat()
+            "created_at": iso(r["created_at"]), "updated_at": iso(r["updated_at"])}
 
 
 def public(row: Any, full: bool = True) -> dict:
     """A stored result as the API returns it."""
-    d = {"id": row["uid"], "created_at": _iso(row["created_at"]), "record_id": row["record_id"],
+    d = {"id": row["uid"], "created_at": iso(row["created_at"]), "record_id": row["record_id"],
          "tags": row["tags"], "probability": row["probability"], "flagged": row["flagged"],
          "job_id": row["job_id"], "job_index": row["job_index"], "ensemble": row["data"].get("ensemble")}
     if full:
@@ -167,7 +173,7 @@ def get_result(engine: sa.Engine, uid: str) -> dict | None:
         revs = c.execute(sa.select(reviews).where(reviews.c.result_id == r["id"]).order_by(reviews.c.id)).mappings()
         out = public(r)
         out["reviews"] = [{"sentence": v["sentence"], "label": v["label"], "reviewer": v["reviewer"],
-                           "created_at": _iso(v["created_at"])} for v in revs]
+                           "created_at": iso(v["created_at"])} for v in revs]
     return out
 
 
@@ -186,7 +192,7 @@ def add_review(engine: sa.Engine, uid: str, sentence: int | None, label: str, re
         t = now()
         c.execute(reviews.insert().values(result_id=r.id, sentence=sentence, label=label, reviewer=reviewer,
                                           created_at=t))
-    return {"result": uid, "sentence": sentence, "label": label, "reviewer": reviewer, "created_at": _iso(t)}
+    return {"result": uid, "sentence": sentence, "label": label, "reviewer": reviewer, "created_at": iso(t)}
 
 
 def reviewed_items(engine: sa.Engine) -> tuple[list[tuple[ItemResult, list[float | None]]], list[tuple[ItemResult, bool]]]:

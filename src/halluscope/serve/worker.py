@@ -72,6 +72,11 @@ class ScoringLoop:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="halluscope-scoring", daemon=True)
         self.reloads = 0
+        self.ready = threading.Event()  # set once the models are loaded (the first check no longer waits for them)
+        self.last_error: str | None = None  # the loop's last error, until a pass goes through again
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
 
     # ------------------------------------------------------------------ control
     def start(self) -> "ScoringLoop":
@@ -97,6 +102,7 @@ class ScoringLoop:
 
     # ------------------------------------------------------------------ loop
     def _run(self) -> None:
+        self._warm()
         pause = 0.5
         while not self._stop.is_set():
             try:
@@ -107,11 +113,22 @@ class ScoringLoop:
                 elif not self._score_job_chunk():
                     self._wake.wait(0.5)
                     self._wake.clear()
-                pause = 0.5
-            except Exception:  # the loop must survive anything: log it, wait longer each time (a database that is
-                log.exception("scoring loop error (next try in %.1f s)", pause)  # down), and go on
+                pause, self.last_error = 0.5, None
+            except Exception as e:  # the loop must survive anything: log it, wait longer each time (a database
+                self.last_error = (str(getattr(e, "orig", None) or e).splitlines() or [type(e).__name__])[0]
+                log.exception("scoring loop error (next try in %.1f s)", pause)  # that is down), and go on
                 self._stop.wait(pause)
                 pause = min(2 * pause, 30.0)
+
+    def _warm(self) -> None:
+        """Load the models before the first check comes (readiness waits for this)."""
+        t = time.perf_counter()
+        try:
+            self.detector.scorers()
+            log.info("models loaded in %.1f s: ready", time.perf_counter() - t)
+        except Exception:  # scoring will say what is wrong, per request
+            log.exception("cannot load the models")
+        self.ready.set()
 
     def _take_checks(self) -> list[CheckRequest]:
         try:
@@ -205,7 +222,8 @@ class ScoringLoop:
             else:
                 done.append((idx, it, rec, ens))
         try:
-            store.save_job_results(self.engine, job_id, done, tags, key_name, failed)
+            mine = store.save_job_results(self.engine, job_id, done, tags, key_name, failed)
+            done = [d for d in done if d[0] in mine]  # another server sharing the database stored the others
         except sa.exc.OperationalError:  # the database is away (connection, lock): the chunk stays pending
             raise
         except Exception:  # one record the database refuses must not hold the queue: each stored on its own
@@ -224,8 +242,8 @@ class ScoringLoop:
         stored = []
         for one in done:
             try:
-                store.save_job_results(self.engine, job_id, [one], tags, key_name)
-                stored.append(one)
+                if store.save_job_results(self.engine, job_id, [one], tags, key_name):
+                    stored.append(one)
             except sa.exc.OperationalError:
                 raise
             except Exception as e:

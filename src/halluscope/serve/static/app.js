@@ -39,8 +39,8 @@ const HS = {
     const palette = ["#1c7ed6", "#e8590c", "#2f9e44", "#ae3ec9", "#f08c00", "#0c8599"];
     let s = `<line x1="${L}" y1="${Y(0)}" x2="${w - R}" y2="${Y(0)}" stroke="#98a2b3"/><line x1="${L}" y1="${T}" x2="${L}" y2="${Y(0)}" stroke="#98a2b3"/>`;
     for (const v of [0, 0.5, 1]) s += `<text x="${L - 6}" y="${Y(v) + 4}" text-anchor="end">${v * 100}%</text>`;
-    s += `<text x="${L}" y="${h - 8}">${new Date(t0).toISOString().slice(0, 16).replace("T", " ")}</text>`;
-    s += `<text x="${w - R}" y="${h - 8}" text-anchor="end">${new Date(t1).toISOString().slice(0, 16).replace("T", " ")}</text>`;
+    s += `<text x="${L}" y="${h - 8}">${new Date(t0).toISOString().slice(0, 16).replace("T", " ")} UTC</text>`;
+    s += `<text x="${w - R}" y="${h - 8}" text-anchor="end">${new Date(t1).toISOString().slice(0, 16).replace("T", " ")} UTC</text>`;
     Object.entries(series).forEach(([name, ps], i) => {
       const c = palette[i % palette.length];
       const d = ps.map((p, k) => `${k ? "L" : "M"}${X(Date.parse(p.t)).toFixed(1)},${Y(p.rate).toFixed(1)}`).join(" ");
