@@ -383,6 +383,7 @@ def test_bad_options_and_outputs_fail_before_any_scoring(tmp_path):
              (["score", str(src), "-o", str(src)], "is the input file"),
              (["score", str(src), "-o", str(tmp_path / "o.csv"), "--resume"], "--resume continues a .jsonl"),
              (["score", str(src), "-m", ""], "no method named"),
+             (["submit", str(src), "--no-wait", "-o", str(tmp_path / "s.jsonl")], "--output needs --wait"),
              (["score", str(src), "--samples", "2", "--engine", "ray", "-o", str(tmp_path / "r")],
               "--samples and LLM methods"),
              (["reproduce", "wikibio", "-m", "ngram1_max", "--passages", "5-2"], "the range 5-2 is empty"),

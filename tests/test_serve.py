@@ -337,6 +337,45 @@ def test_two_servers_storing_one_chunk_store_it_once(db, request, tmp_path):
         assert conn.execute(sa.select(sa.func.count()).select_from(results)).scalar_one() == 2
     engine.dispose()
 
+def test_a_database_away_is_a_json_503_and_readiness_says_why(tmp_path, monkeypatch):
+    """In process (TestClient, SQLite): when the database cannot be reached or written, /healthz and any route are
+    a JSON 503 with the reason and Retry-After (a plain-text 500 before), /readyz lists the reasons, and a job that
+    does not move says why (``waiting``)."""
+    import sqlalchemy as sa
+    from fastapi.testclient import TestClient
+
+    from halluscope.serve import ServeConfig, create_app, db as dbmod, store
+
+    app = create_app(ServeConfig(db=str(tmp_path / "s.db"), methods="ngram1_max", auth=False))
+    with TestClient(app) as c:
+        t0 = time.monotonic()
+        while c.get("/readyz").status_code != 200 and time.monotonic() - t0 < 60:
+            time.sleep(0.2)
+        assert c.get("/readyz").json() == {"status": "ready", "reasons": []}
+        hs = app.state.hs
+        hs.loop.stop()  # the job below stays queued
+        jid = c.post("/v1/jobs", json=[{**SHORT[0], "id": "a"}]).json()["id"]
+        hs.loop.last_error = "database or disk is full"  # as the loop records a failing pass
+        job = c.get(f"/v1/jobs/{jid}").json()
+        assert (job["status"], job["waiting"]) == ("queued",
+                                                   "the scoring loop fails, retrying: database or disk is full")
+        assert c.get("/readyz").json()["reasons"] == ["the scoring loop has stopped",
+                                                      "the scoring loop fails: database or disk is full"]
+        hs.loop.last_error = None
+
+        def away(*a, **k):
+            raise sa.exc.OperationalError("SELECT", {}, Exception("database or disk is full"))
+
+        monkeypatch.setattr(dbmod, "schema_version", away)
+        monkeypatch.setattr(store, "list_results", away)
+        for path in ("/healthz", "/v1/results"):
+            r = c.get(path)
+            assert r.status_code == 503 and r.headers["retry-after"] == "5", (path, r.text)
+            assert r.json() == {"detail": "database unavailable: database or disk is full"}
+        ready = c.get("/readyz")
+        assert ready.status_code == 503 and ready.json()["reasons"] == [
+            "the scoring loop has stopped", "database unavailable: database or disk is full"]
+
 def test_submit_command_and_async_client(server, wikibio, tmp_path):
     import asyncio
 
