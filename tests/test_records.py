@@ -119,6 +119,19 @@ def test_results_export_roundtrip(tmp_path, wikibio):
     finally:
         os.umask(old_umask)
     assert not list(tmp_path.glob(".*.tmp"))
+    # a score that is NaN (an LLM verdict that could not be read) is null in JSON, strict JSON that any parser and
+    # PostgreSQL read (it was NaN), and NaN again when read back
+    import math
+
+    res.items[0].sentence_scores["ngram1_max"][0] = math.nan
+    res.items[0].passage_scores["ngram1_max"] = math.inf
+    for suffix in (".json", ".jsonl"):
+        path = write_results(res, tmp_path / f"nan{suffix}")
+        json.loads(path.read_text().splitlines()[0] if suffix == ".jsonl" else path.read_text(),
+                   parse_constant=lambda c: pytest.fail(f"{c} in {suffix}"))
+        back = read_results(path).items[0]
+        assert math.isnan(back.sentence_scores["ngram1_max"][0]) and math.isnan(back.passage_scores["ngram1_max"])
+    assert json.dumps(res.items[0].to_dict(), allow_nan=False)
 
 
 def test_record_object_api():

@@ -15,7 +15,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from .types import ItemResult, Record, RecordError, Results
+from .types import ItemResult, Record, RecordError, Results, json_safe  # noqa: F401 (json_safe: io's name too)
 
 # The WikiBio GPT-3 file (SelfCheckGPT) uses its own field names: map them onto ours (SAC3's: sac3_fields).
 WIKIBIO_ALIASES = {
@@ -356,25 +356,6 @@ def check_output(path: str | Path, source: str | Path | None = None) -> Path:
         except ImportError:
             raise ValueError("a .parquet output needs pyarrow (pip install pyarrow), or write .jsonl/.csv") from None
     return path
-
-
-def json_safe(x, digits: int | None = None):
-    """A structure made JSON-safe: NaN/inf -> None, numpy scalars -> Python, keys -> str (floats rounded to
-    ``digits`` when given)."""
-    import math
-
-    import numpy as np
-
-    if isinstance(x, dict):
-        return {str(k): json_safe(v, digits) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [json_safe(v, digits) for v in x]
-    if isinstance(x, (float, np.floating)):
-        return None if not math.isfinite(x) else (round(float(x), digits) if digits is not None else float(x))
-    if isinstance(x, np.integer):
-        return int(x)
-    return x
-
 
 
 def merge_results(parts: list[Results]) -> Results:

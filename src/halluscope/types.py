@@ -240,7 +240,9 @@ class ItemResult:
     samples: list[str] | None = None  # kept where the run drew them (``check``), so its output can be scored again
 
     def to_dict(self) -> dict:
-        return {
+        """The result as JSON can hold it: a NaN or infinite score (an LLM verdict that could not be read) is None,
+        read back as NaN by :meth:`from_dict`."""
+        return json_safe({
             "id": self.id,
             "prompt": self.prompt,
             "response": self.response,
@@ -254,7 +256,7 @@ class ItemResult:
             **({"evidence": self.evidence} if self.evidence else {}),
             **({"flags": self.flags} if self.flags else {}),
             **(self._claims_dict() if self.claims is not None else {}),
-        }
+        })
 
     def _claims_dict(self) -> dict:
         return {"claims": [c.to_dict() for c in self.claims or []], "claim_scores": self.claim_scores,
@@ -266,8 +268,8 @@ class ItemResult:
         return cls(
             id=str(d["id"]),
             sentences=list(d["sentences"]),
-            sentence_scores={k: [float(x) for x in v] for k, v in d.get("sentence_scores", {}).items()},
-            passage_scores={k: float(v) for k, v in d.get("passage_scores", {}).items()},
+            sentence_scores={k: [_score(x) for x in v] for k, v in d.get("sentence_scores", {}).items()},
+            passage_scores={k: _score(v) for k, v in d.get("passage_scores", {}).items()},
             labels=d.get("labels"),
             prompt=d.get("prompt"),
             response=d.get("response"),
@@ -277,8 +279,8 @@ class ItemResult:
             correct=d.get("correct"),
             flags=dict(d.get("flags") or {}),
             claims=[Claim.from_dict(c) for c in d["claims"]] if d.get("claims") is not None else None,
-            claim_scores={k: [float(x) for x in v] for k, v in d.get("claim_scores", {}).items()},
-            claim_passage_scores={k: float(v) for k, v in d.get("claim_passage_scores", {}).items()},
+            claim_scores={k: [_score(x) for x in v] for k, v in d.get("claim_scores", {}).items()},
+            claim_passage_scores={k: _score(v) for k, v in d.get("claim_passage_scores", {}).items()},
             claim_evidence=dict(d.get("claim_evidence", {})),
         )
 
@@ -336,7 +338,7 @@ class Results:
     def to_dict(self) -> dict:
         return {
             "methods": self.methods,
-            "settings": self.settings,
+            "settings": json_safe(self.settings),
             "items": [it.to_dict() for it in self.items],
             "errors": [e.to_dict() for e in self.errors],
         }
@@ -354,3 +356,24 @@ def _claim_rows(it: ItemResult) -> list[dict]:
             row["flagged"] = it.flags["claims"][k]
         rows.append(row)
     return rows
+
+
+def json_safe(x, digits: int | None = None):
+    """A structure made JSON-safe: NaN/inf -> None, numpy scalars -> Python, keys -> str (floats rounded to
+    ``digits`` when given)."""
+    import numpy as np
+
+    if isinstance(x, dict):
+        return {str(k): json_safe(v, digits) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [json_safe(v, digits) for v in x]
+    if isinstance(x, (float, np.floating)):
+        return None if not math.isfinite(x) else (round(float(x), digits) if digits is not None else float(x))
+    if isinstance(x, np.integer):
+        return int(x)
+    return x
+
+
+def _score(x) -> float:
+    """A score read back from JSON: None (a NaN written as null) is NaN again."""
+    return math.nan if x is None else float(x)
