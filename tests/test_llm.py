@@ -75,6 +75,32 @@ def test_retries_are_bounded_and_failure_is_reported(server):
         proxy.stop()
 
 
+def test_a_failed_prompt_judgement_is_missing_and_the_batch_goes_on(server):
+    """SelfCheck-Prompt through a proxy where two of six (sentence, sample) judgements fail after every retry: the
+    batch is scored (one failure raised for all before), each failed judgement is missing (its evidence says the
+    error), and each sentence's score is the mean of the judgements that came back."""
+    from halluscope import Detector
+
+    proxy = FaultProxy(server.base_url, [["500"] * 20, [], []])  # distinct bodies 0 and 3 always fail
+    try:
+        be = OpenAIBackend("gemma", base_url=proxy.base_url, max_retries=1, backoff_initial=0.01, backoff_max=0.02)
+        recs = [{"id": "a", "response": "Paris is the capital of France.",
+                 "samples": ["Paris is the capital of France.", "France's capital is Paris.", "It is Paris."]},
+                {"id": "b", "response": "Rome is in Italy.",
+                 "samples": ["Rome is in Italy.", "Rome is the capital of Italy.", "Italy's capital is Rome."]}]
+        res = Detector(methods="prompt", llm=Sampler(be, concurrency=1)).score(recs)
+    finally:
+        proxy.stop()
+    assert [it.id for it in res.items] == ["a", "b"] and not res.errors
+    answers = [a for it in res.items for a in it.evidence["prompt"][0]["answers"]]
+    failed = [a for a in answers if a.startswith("<error:")]
+    assert len(answers) == 6 and len(failed) == 2, answers
+    from halluscope.scorers.prompt import parse_yes_no
+
+    for it in res.items:
+        got = [parse_yes_no(a) for a in it.evidence["prompt"][0]["answers"] if not a.startswith("<error:")]
+        assert it.sentence_scores["prompt"][0] == pytest.approx(np.mean(got)) and np.isfinite(np.mean(got))
+
 def test_api_key_is_sent_but_never_stored(server, tmp_path, monkeypatch):
     monkeypatch.setenv("HALLU_TEST_KEY", "sk-secret-123")
     be = OpenAIBackend("gemma", base_url=server.base_url, api_key_env="HALLU_TEST_KEY")

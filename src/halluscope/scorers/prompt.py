@@ -10,11 +10,15 @@ For sentence r_i and sample S_n the LLM gets the template (default, the paper's)
 and its answer maps to x = 0 (Yes), 1 (No), 0.5 (anything else); S_prompt(i) = mean over samples of x. Greedy
 decoding (temperature 0), a few tokens. The per-pair answers go through the sampler, so they are cached on disk,
 run concurrently and retried like every generation. The evidence kept per sentence is each sample's raw answer.
+A judgement whose generation still fails after the retries is missing (``<error: ...>`` in the evidence): the mean
+is over the others, NaN where every one failed; the batch goes on.
 """
 
 from __future__ import annotations
 
+import math
 import re
+import warnings
 
 import numpy as np
 
@@ -62,15 +66,22 @@ class PromptScorer:
                     where.append((k, i, n))
         gens = self.sampler.run(jobs)
         answers = [[[None] * len(it.evidence) for _ in it.sentences] for it in items]
+        failed = set()
         for (k, i, n), g in zip(where, gens):
-            if isinstance(g, LLMError):
-                raise g  # a failed judgement is never guessed
-            answers[k][i][n] = g.text.strip()
+            if isinstance(g, LLMError):  # a failed judgement is missing, never guessed: the others still count
+                answers[k][i][n] = f"<error: {g}>"
+                failed.add((k, i, n))
+            else:
+                answers[k][i][n] = g.text.strip()
         out = []
         for k, it in enumerate(items):
-            x = np.array([[parse_yes_no(a) for a in row] for row in answers[k]])
-            s = x.mean(axis=1)
-            out.append(MethodScores(s, float(s.mean()), [{"answers": row} for row in answers[k]]))
+            x = np.array([[math.nan if (k, i, n) in failed else parse_yes_no(a) for n, a in enumerate(row)]
+                          for i, row in enumerate(answers[k])])
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # a sentence with every judgement failed: NaN
+                s = np.nanmean(x, axis=1)
+                passage = float(np.nanmean(s)) if np.isfinite(s).any() else math.nan
+            out.append(MethodScores(s, passage, [{"answers": row} for row in answers[k]]))
         return {self.name: out}
 
 
