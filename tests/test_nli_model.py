@@ -288,6 +288,13 @@ def test_a_wrong_nli_name_is_said_at_once(tmp_path):
         assert "no-such-org/no-such-nli-model" in str(e)
     else:
         pytest.fail("a model that exists nowhere was loaded")
+    # the encoder says the same in its words (it gave the hub client's "Repo id must be in the form ...")
+    from halluscope.models.registry import resolve_encoder_path
+
+    for name, want in (("/no/such/encoder", "no such folder"), ("./nope", "no such folder"),
+                       ("bad id!!", "not a local folder, and not a Hugging Face id")):
+        with pytest.raises(ValueError, match=f"model '{re.escape(name)}': {want}"):
+            resolve_encoder_path(name)
 
 
 def test_the_old_aegis_model_still_loads_and_scores():

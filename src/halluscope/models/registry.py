@@ -35,6 +35,9 @@ def resolve_encoder_path(name: str) -> str:
     p = Path(name).expanduser()
     if p.exists():
         return str(p)
+    if name.startswith(("/", "./", "../", "~")):  # a path, not a hub id: the hub client's "Repo id must be..." else
+        raise ValueError(f"model '{name}': no such folder (give the folder of a saved model, a Hugging Face id such "
+                         "as org/name, or a packaged alias: minilm, halluscope-nli, aegis)")
     return _reachable_hub_id(name)  # a hub id: transformers fetches it when the machine is online
 
 
@@ -49,8 +52,9 @@ def _reachable_hub_id(name: str) -> str:
     try:
         if isinstance(try_to_load_from_cache(name, "config.json"), str):
             return name
-    except Exception:  # not a valid id: the hub's own message says why, below
-        return name
+    except Exception:  # not a valid id (the hub client's message names its rules only)
+        raise ValueError(f"model '{name}': not a local folder, and not a Hugging Face id (org/name, letters, digits, "
+                         "'-', '_' and '.')") from None
     host = urlparse(constants.ENDPOINT).hostname or "huggingface.co"
     try:
         socket.create_connection((host, 443), timeout=3).close()
