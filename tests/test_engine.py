@@ -135,6 +135,21 @@ def test_concurrent_scores_take_turns_on_the_shared_models(detector_models):
         nli.cache_size = size
 
 
+def test_loading_a_model_leaves_the_applications_transformers_settings_alone():
+    """A library leaves global state as it found it: transformers' verbosity and progress bars are quiet while a
+    model loads, then as the application had them (they stayed at "error" and off for the whole process)."""
+    from transformers.utils import logging as hf_logging
+
+    from halluscope.models.encoder import Encoder
+
+    hf_logging.set_verbosity_info()
+    hf_logging.enable_progress_bar()
+    try:
+        Encoder()
+        assert hf_logging.get_verbosity() == hf_logging.INFO and hf_logging.is_progress_bar_enabled()
+    finally:
+        hf_logging.set_verbosity_warning()
+
 def test_default_probability_is_the_same_alone_and_in_a_batch_of_20(detector_models, wikibio):
     examples, _ = read_records(example_path())
     det = Detector()

@@ -219,8 +219,11 @@ class TransformersBackend(Backend):
 
         self.model = model
         kw = {"gguf_file": gguf_file} if gguf_file else {}
-        self.tokenizer = AutoTokenizer.from_pretrained(model, **kw)
-        self.lm = AutoModelForCausalLM.from_pretrained(model, **kw)
+        from ..models.registry import quiet_transformers
+
+        with quiet_transformers():
+            self.tokenizer = AutoTokenizer.from_pretrained(model, **kw)
+            self.lm = AutoModelForCausalLM.from_pretrained(model, **kw)
         self.lm.eval()
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.lm.to(self.device)

@@ -75,9 +75,9 @@ class Encoder:
             raise ValueError(f"precision must be 'auto', 'fp32' or 'bf16', got {precision!r}")
         self.name = model or "minilm"
         path = resolve_encoder_path(self.name)
-        quiet_transformers()
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.model = AutoModel.from_pretrained(path)
+        with quiet_transformers():
+            self.tokenizer = AutoTokenizer.from_pretrained(path)
+            self.model = AutoModel.from_pretrained(path)
         self.model.eval()
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         if precision == "auto":  # fp32 on every CPU (the same numbers everywhere); bf16 on a GPU that has it

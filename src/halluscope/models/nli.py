@@ -28,7 +28,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .onnx_graph import SLICE_TOKENS, graph_for, slices
+from .onnx_graph import SLICE_TOKENS, graph_for, session, slices
 from .registry import DEFAULT_NLI, aegis_path, quiet_transformers, resolve_nli_path
 
 Pair = tuple[str, str]
@@ -138,7 +138,7 @@ class AegisNLI(NLI):
         self.tokenizer = AutoTokenizer.from_pretrained(str(d / "policy_nli_tokenizer"))
         so = ort.SessionOptions()
         so.intra_op_num_threads = threads or min(os.cpu_count() or 1, 4)
-        self.session = ort.InferenceSession(str(d / "policy_nli_int8.onnx"), so, providers=["CPUExecutionProvider"])
+        self.session = session(d / "policy_nli_int8.onnx", so)
         self._inputs = [i.name for i in self.session.get_inputs()]
 
     def _forward(self, pairs: list[Pair]) -> np.ndarray:
@@ -203,8 +203,8 @@ class HFNLI(NLI):
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         # token ids of the units of the pass under way (pair -> {input name: ids}): each unit is tokenized once
         self._ids: dict[Pair, dict[str, list[int]]] = {}
-        quiet_transformers()
-        self.model = AutoModelForSequenceClassification.from_pretrained(path).float()  # shipped fp16, run fp32
+        with quiet_transformers():
+            self.model = AutoModelForSequenceClassification.from_pretrained(path).float()  # shipped fp16, run fp32
         self.model.eval()
         limit = int(getattr(self.model.config, "max_position_embeddings", 512) or 512)
         self.max_length = min(max_length or _trained_length(path) or 256, limit)

@@ -193,16 +193,17 @@ class _Run:
         from .registry import quiet_transformers, resolve_encoder_path
 
         path = resolve_encoder_path(base)
-        quiet_transformers()
-        self.tok = tok = AutoTokenizer.from_pretrained(path)
+        with quiet_transformers():
+            self.tok = tok = AutoTokenizer.from_pretrained(path)
         enc = tok([p.premise for p in pairs], [p.hypothesis for p in pairs], truncation="longest_first",
                   max_length=max_length)
         self.ids, self.types = enc["input_ids"], enc.get("token_type_ids")
         self.labels = [_label_id(p.label) for p in pairs]
         self.lengths = [len(x) for x in self.ids]
-        self.model = AutoModelForSequenceClassification.from_pretrained(  # fp32 master weights (a base may be fp16)
-            path, dtype=torch.float32, num_labels=3, id2label=dict(enumerate(LABELS)),
-            label2id={k: i for i, k in enumerate(LABELS)})
+        with quiet_transformers():
+            self.model = AutoModelForSequenceClassification.from_pretrained(  # fp32 master weights (a base may be
+                path, dtype=torch.float32, num_labels=3, id2label=dict(enumerate(LABELS)),  # fp16)
+                label2id={k: i for i, k in enumerate(LABELS)})
         self.device = device
         self.model.to(device)
         self.use_bf16 = bf16_supported(self.device.type)

@@ -153,6 +153,16 @@ def _prune(folder: Path, keep: int = KEEP) -> None:
         old.unlink(missing_ok=True)
 
 
+def session(path: str | Path, options):
+    """An ONNX Runtime CPU session, with ONNX Runtime's telemetry events off (by default it records them in
+    ~/.cache/Microsoft/DeveloperTools/.onnxruntime/: a library writes nothing of that kind)."""
+    import onnxruntime as ort
+
+    if hasattr(ort, "disable_telemetry_events"):
+        ort.disable_telemetry_events()
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
 class OnnxGraph:
     """An ONNX Runtime session over the exported fp32 graph of ``model`` (a Hugging Face model in fp32 whose files
     are in ``model_dir``); call it with the tokenizer's numpy arrays to get the ``outputs`` (:func:`_select`), a list
@@ -179,7 +189,7 @@ class OnnxGraph:
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         so.intra_op_num_threads = threads or 0
         so.log_severity_level = 3
-        self.session = ort.InferenceSession(str(self.path), so, providers=["CPUExecutionProvider"])
+        self.session = session(self.path, so)
         self.input_names = [i.name for i in self.session.get_inputs()]  # the exporter drops inputs a model ignores
         check(self, model, input_names)
 
@@ -212,7 +222,10 @@ def graph_for(model, path: str, tokenizer, runtime: str, fits: bool, what: str,
 
 def _eager(model, model_dir: str | Path):
     """``model`` again, of its own class, with eager attention (what the exporter traces)."""
-    return type(model).from_pretrained(str(model_dir), attn_implementation="eager").float().eval()
+    from .registry import quiet_transformers
+
+    with quiet_transformers():
+        return type(model).from_pretrained(str(model_dir), attn_implementation="eager").float().eval()
 
 
 def check(graph: OnnxGraph, model, input_names: list[str]) -> float:

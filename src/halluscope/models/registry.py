@@ -12,6 +12,7 @@ network access).
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 ENCODER_ALIASES = {"minilm": "sentence-transformers/all-MiniLM-L6-v2"}
@@ -89,10 +90,19 @@ def resolve_nli_path(name: str) -> str:
     return resolve_encoder_path(name)
 
 
-def quiet_transformers() -> None:
-    """Only halluscope's own output: transformers' weight-loading bars and load reports are turned off (errors still
-    show). Called by every model loader."""
+@contextlib.contextmanager
+def quiet_transformers():
+    """Only halluscope's own output while a model loads: transformers' weight-loading bars and load reports are off
+    (errors still show), and its settings as they were afterwards (an application that uses transformers keeps its
+    warnings and bars). Every model loader loads within it."""
     from transformers.utils import logging as hf_logging
 
+    level, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()

@@ -39,11 +39,14 @@ def _load(kind: str, spec: str):
     if key not in _MODELS:
         import transformers as tf
 
+        from ..models.registry import quiet_transformers
+
         cls = {"seq2seq": tf.AutoModelForSeq2SeqLM, "mc": tf.AutoModelForMultipleChoice,
                "cls": tf.AutoModelForSequenceClassification}[kind]
         try:
-            tok = tf.AutoTokenizer.from_pretrained(spec)
-            model = cls.from_pretrained(spec).to(_device()).eval()
+            with quiet_transformers():
+                tok = tf.AutoTokenizer.from_pretrained(spec)
+                model = cls.from_pretrained(spec).to(_device()).eval()
         except (OSError, ValueError) as e:
             raise ValueError(f"cannot load MQAG model {spec!r} as {cls.__name__}: {e}") from e
         _MODELS[key] = (tok, model)
