@@ -132,6 +132,18 @@ def test_results_export_roundtrip(tmp_path, wikibio):
         back = read_results(path).items[0]
         assert math.isnan(back.sentence_scores["ngram1_max"][0]) and math.isnan(back.passage_scores["ngram1_max"])
     assert json.dumps(res.items[0].to_dict(), allow_nan=False)
+    # by position or id; a table written as .csv is not read back as results (a JSONDecodeError before); a .jsonl's
+    # methods are those of its sentences and its answers (response-level ones were left out)
+    assert res[1] is res.items[1] and res[res.items[2].id] is res.items[2]
+    with pytest.raises(KeyError, match="no result with id 'nope'"):
+        res["nope"]
+    with pytest.raises(ValueError, match="read back from .json or .jsonl"):
+        read_results(tmp_path / "r.csv")
+    from halluscope.types import ItemResult, Results
+
+    one = ItemResult(id="a", sentences=["x"], sentence_scores={"ngram1_max": [0.5]},
+                     passage_scores={"ngram1_max": 0.5, "luq": 0.2})
+    assert read_results(write_results(Results(items=[one]), tmp_path / "m.jsonl")).methods == ["ngram1_max", "luq"]
 
 
 def test_record_object_api():

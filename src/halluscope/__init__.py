@@ -5,7 +5,7 @@
     results.to_df()          # one row per sentence, one column per method (higher = more likely hallucinated)
 """
 
-from .io import read_records, read_results, write_results
+from .io import read_records, read_results, write_errors, write_results
 from .pipeline import DEFAULT_METHODS, Detector, available_methods
 from .types import ItemResult, Record, RecordError, Results
 
@@ -19,6 +19,7 @@ __all__ = [
     "available_methods",
     "read_records",
     "read_results",
+    "write_errors",
     "write_results",
 ]
 __version__ = "0.1.0"

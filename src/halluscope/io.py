@@ -302,12 +302,16 @@ class ResultWriter:
 
 
 def read_results(path: str | Path) -> Results:
-    """Read results written by :func:`write_results` (JSON or JSONL)."""
+    """Read results written by :func:`write_results` as JSON or JSONL (the CSV and Parquet tables hold one row per
+    sentence: read them with pandas)."""
     path = Path(path)
+    if path.suffix.lower() not in (".json", ".jsonl"):
+        raise ValueError(f"{path}: results are read back from .json or .jsonl (a {path.suffix or 'suffix-less'} "
+                         "file is a table: pandas reads it)")
     text = path.read_text(encoding="utf-8")
     if path.suffix.lower() == ".jsonl":
         items = [ItemResult.from_dict(json.loads(l)) for l in text.splitlines() if l.strip()]
-        methods = list(items[0].sentence_scores) if items else []
+        methods = list(dict.fromkeys(m for it in items[:1] for m in (*it.sentence_scores, *it.passage_scores)))
         return Results(items=items, methods=methods)
     d = json.loads(text)
     items = [ItemResult.from_dict(x) for x in d["items"]]

@@ -300,6 +300,15 @@ class Results:
     def __iter__(self):
         return iter(self.items)
 
+    def __getitem__(self, key: int | str) -> ItemResult:
+        """An item by position (``res[0]``) or by record id (``res["q1"]``)."""
+        if isinstance(key, str):
+            for it in self.items:
+                if it.id == key:
+                    return it
+            raise KeyError(f"no result with id {key!r}")
+        return self.items[key]
+
     def to_df(self, level: str = "sentence"):
         """A pandas DataFrame: ``level='sentence'`` gives one row per sentence, ``'claim'`` one per claim (records
         scored with claims), ``'passage'`` one per record (with ``claims_{method}``, the mean over its claims)."""

@@ -96,6 +96,8 @@ def evaluate_results(
     if ties not in ("as-is", "random"):
         raise ValueError("ties must be 'as-is' or 'random'")
     methods = list(methods or results.methods or (results.items[0].sentence_scores if results.items else []))
+    first = next((it for it in results.items if it.labels is not None), None)
+    methods = [m for m in methods if first is None or m in first.sentence_scores]  # response-level ones: no sentences
     out: dict[str, dict[str, float]] = {}
     for m in methods:
         ls = labelled_scores(results, m)
