@@ -76,6 +76,19 @@ def test_keys_and_scopes(server):
         admin.request("DELETE", f"/v1/keys/{kid}")
     assert httpx.get(url + "/v1/results", headers=h(submitter)).status_code == 401
     assert not any(k in line for line in server.log for k in (reviewer, submitter))  # keys never logged
+    # a new key's answer names its id and scopes; a second active key of one name, and revoking the last active
+    # admin key (every admin call was then 401), are 409
+    with server.client() as admin:
+        made = admin.request("POST", "/v1/keys", json={"name": "ops", "scopes": ["admin"]})
+        assert set(made) == {"id", "name", "scopes", "key"} and made["scopes"] == ["admin"]
+        again = httpx.post(url + "/v1/keys", json={"name": "ops"}, headers=h(server.admin_key))
+        assert again.status_code == 409 and "named 'ops' already" in again.json()["detail"]
+        first = next(k["id"] for k in admin.request("GET", "/v1/keys") if k["name"] == "admin (first start)")
+    with server.client(key=made["key"]) as ops:
+        ops.request("DELETE", f"/v1/keys/{first}")
+        last = httpx.delete(f"{url}/v1/keys/{made['id']}", headers=h(made["key"]))
+        assert last.status_code == 409 and "the last active admin key" in last.json()["detail"]
+        server.admin_key = made["key"]  # the other tests of this server go on with it
 
 
 def test_check_stores_probability_flags_evidence(server):
@@ -148,7 +161,7 @@ def test_jobs_progress_results_and_reviews(server, wikibio):
         got = c.result(uid)
         unreviewed = c.results(reviewed=False, tags={"model": "gpt3"})
     assert [(v["sentence"], v["label"]) for v in got["reviews"]] == [(0, "inaccurate"), (None, "accurate")]
-    assert all(v["reviewer"] == "admin (first start)" for v in got["reviews"])
+    assert all(v["reviewer"] == "ops" for v in got["reviews"])  # the admin key test_keys_and_scopes left
     assert uid not in [r["id"] for r in unreviewed["items"]] and unreviewed["total"] == 2
 
 

@@ -40,7 +40,8 @@ from fastapi_offline import FastAPIOffline
 
 from ..types import Record, RecordError
 from . import store
-from .auth import ANONYMOUS_ADMIN, SCOPES, KeyStore, Principal, RateLimiter, create_key, list_keys, revoke_key
+from .auth import (ANONYMOUS_ADMIN, SCOPES, KeyConflict, KeyStore, Principal, RateLimiter, create_key, list_keys,
+                   revoke_key)
 from .metrics import Metrics
 from .worker import ScoringLoop, build
 
@@ -554,9 +555,12 @@ async def new_key(request: Request, _: Principal = Depends(require("admin"))):
                                           f"(default [\"submit\"]), got {json.dumps(scopes)[:60]}")])
     try:
         key = create_key(_service(request).engine, body["name"], scopes)
+    except KeyConflict as e:
+        raise HTTPException(409, detail=str(e))
     except ValueError as e:
         raise _unprocessable([RecordError("key", "scopes", str(e))])
-    return {"name": body["name"], "key": key}
+    made = next(k for k in list_keys(_service(request).engine) if k["prefix"] == key[3:11] and not k["revoked"])
+    return {"id": made["id"], "name": body["name"], "scopes": made["scopes"], "key": key}
 
 
 @api.get("/v1/keys", tags=["admin"])
@@ -567,7 +571,11 @@ def keys(request: Request, _: Principal = Depends(require("admin"))):
 @api.delete("/v1/keys/{key_id}", tags=["admin"])
 def delete_key(key_id: int, request: Request, _: Principal = Depends(require("admin"))):
     hs = _service(request)
-    if not revoke_key(hs.engine, key_id):
+    try:
+        revoked = revoke_key(hs.engine, key_id)
+    except KeyConflict as e:
+        raise HTTPException(409, detail=str(e))
+    if not revoked:
         raise HTTPException(404, detail=f"no active key {key_id}")
     hs.keys.forget()
     return {"revoked": key_id}

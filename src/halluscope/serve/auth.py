@@ -42,13 +42,23 @@ def _hash(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
+class KeyConflict(ValueError):
+    """A key change that would leave the keys ambiguous or the service without an admin (HTTP 409)."""
+
+
 def create_key(engine: sa.Engine, name: str, scopes: list[str] | tuple[str, ...]) -> str:
-    """A new key with ``scopes``: stored hashed, returned in clear this once."""
+    """A new key with ``scopes``: stored hashed, returned in clear this once. Names of active keys are unique
+    (reviews are signed with the name)."""
     bad = [s for s in scopes if s not in SCOPES]
     if bad or not scopes:
         raise ValueError(f"scopes must be among {', '.join(SCOPES)}; got {list(scopes)}")
     key = "hs_" + secrets.token_urlsafe(32)
     with engine.begin() as c:
+        same = c.execute(sa.select(api_keys.c.id).where(api_keys.c.name == name,
+                                                        api_keys.c.revoked_at.is_(None))).scalar()
+        if same is not None:
+            raise KeyConflict(f"an active key is named {name!r} already (id {same}): choose another name, or revoke "
+                              "that one first")
         c.execute(api_keys.insert().values(name=name, prefix=key[3:11], key_hash=_hash(key),
                                            scopes=",".join(sorted(set(scopes))), created_at=now()))
     log.info("API key %r created (prefix %s, scopes %s)", name, key[3:11], ",".join(sorted(set(scopes))))
@@ -63,7 +73,13 @@ def list_keys(engine: sa.Engine) -> list[dict]:
 
 
 def revoke_key(engine: sa.Engine, key_id: int) -> bool:
+    """Revoke an active key (False where there is none); the last active admin key is refused (the service would
+    have no admin left: only `halluscope keys create` on the database's host could make one)."""
     with engine.begin() as c:
+        admins = c.execute(sa.select(api_keys.c.id).where(api_keys.c.revoked_at.is_(None),
+                                                          api_keys.c.scopes.contains("admin"))).scalars().all()
+        if admins == [key_id]:
+            raise KeyConflict(f"key {key_id} is the last active admin key: create another admin key first")
         n = c.execute(api_keys.update().where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
                       .values(revoked_at=now())).rowcount
     if n:
@@ -80,7 +96,10 @@ def ensure_admin_key(engine: sa.Engine) -> str | None:
     """On first start (no key at all), create an admin key and return it (to be shown once); else None."""
     if has_keys(engine):
         return None
-    return create_key(engine, "admin (first start)", ["admin"])
+    try:
+        return create_key(engine, "admin (first start)", ["admin"])
+    except KeyConflict:  # another server on the same database made it a moment ago
+        return None
 
 
 class KeyStore:
