@@ -170,6 +170,16 @@ def test_metrics_and_docs(server):
     m = httpx.get(server.url + "/metrics", headers=h)
     assert m.status_code == 200 and "halluscope_answers_scored_total" in m.text
     assert "halluscope_batch_size_bucket" in m.text
+    # what an operator alerts on: the job backlog, readiness, loop and store failures; a scraper's own scope
+    # reaches /metrics alone (it needed an admin key, which can make and revoke keys)
+    _wait_ready(server)
+    m = httpx.get(server.url + "/metrics", headers=h)
+    assert "halluscope_job_records_pending 0.0" in m.text and "halluscope_ready 1.0" in m.text
+    assert "halluscope_loop_errors_total 0.0" in m.text and "halluscope_store_errors_total 0.0" in m.text
+    with server.client() as c:
+        scraper = c.request("POST", "/v1/keys", json={"name": "prometheus", "scopes": ["metrics"]})["key"]
+    assert httpx.get(server.url + "/metrics", headers={"Authorization": f"Bearer {scraper}"}).status_code == 200
+    assert httpx.get(server.url + "/v1/results", headers={"Authorization": f"Bearer {scraper}"}).status_code == 403
     assert httpx.get(server.url + "/healthz").json() == {"status": "ok", "schema": "0001"}  # migrated schema
     docs = httpx.get(server.url + "/openapi.json").json()
     assert {"/v1/check", "/v1/jobs", "/v1/results", "/v1/stats"} <= set(docs["paths"])
@@ -194,6 +204,15 @@ def _fresh_db(db: str, request, tmp_path, name: str) -> str:
     if "postgresql" in db:
         return request.getfixturevalue("pg").create_db(name + uuid.uuid4().hex[:8])
     return str(tmp_path / f"{name}.db")
+
+
+def _wait_ready(server, timeout: float = 180) -> dict:
+    """/readyz's answer once it is 200 (503 with its reasons until the models are loaded)."""
+    t0 = time.monotonic()
+    while (ready := httpx.get(server.url + "/readyz", timeout=10)).status_code != 200 and time.monotonic() - t0 < timeout:
+        assert ready.status_code == 503 and ready.json()["reasons"], ready.text
+        time.sleep(0.5)
+    return ready.json()
 
 
 def _wait_done(c, jid: str, want_min: int, timeout: float = 300) -> dict:
@@ -299,11 +318,7 @@ def test_what_an_operator_reads_is_right(server, db):
     import datetime as dt
     import re
 
-    t0 = time.monotonic()
-    while (ready := httpx.get(server.url + "/readyz", timeout=10)).status_code != 200 and time.monotonic() - t0 < 180:
-        assert ready.status_code == 503 and ready.json()["reasons"], ready.text
-        time.sleep(0.5)
-    assert ready.json() == {"status": "ready", "reasons": []}
+    assert _wait_ready(server) == {"status": "ready", "reasons": []}
     start = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=2)
     with server.client() as c:
         c.check(**SHORT[0], tags={"model": "tz"})

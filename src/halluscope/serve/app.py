@@ -271,6 +271,7 @@ def create_app(config: ServeConfig) -> FastAPI:
         loop = ScoringLoop(engine, make_detector, config.calibration, config.max_batch, config.max_wait,
                            config.job_chunk, metrics)
         metrics.queue_depth(loop.queue_depth)
+        metrics.watch(lambda: store.pending_count(engine), lambda: loop.ready.is_set() and not loop.last_error)
         app.state.hs = Service(config, engine, loop.start(), KeyStore(engine), RateLimiter(config.rate_limit), metrics)
         yield
         loop.stop()
@@ -590,6 +591,6 @@ def reload(request: Request, _: Principal = Depends(require("admin"))):
 
 
 @api.get("/metrics", tags=["service"])
-def prometheus(request: Request, _: Principal = Depends(require("admin"))):
+def prometheus(request: Request, _: Principal = Depends(require("admin", "metrics"))):
     body, ctype = _service(request).metrics.render()
     return Response(body, media_type=ctype)

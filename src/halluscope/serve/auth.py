@@ -21,7 +21,7 @@ from .db import api_keys, iso, now
 
 log = logging.getLogger("halluscope.serve")
 
-SCOPES = ("submit", "review", "admin")
+SCOPES = ("submit", "review", "admin", "metrics")  # metrics: /metrics only (a scraper's key)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,13 @@ class Metrics:
         self.batches = Histogram("halluscope_batch_size", "answers scored in one model pass", registry=r,
                                  buckets=(1, 2, 4, 8, 16, 32, 64))
         self.depth = Gauge("halluscope_check_queue_depth", "checks waiting for the scoring loop", registry=r)
+        self.pending = Gauge("halluscope_job_records_pending", "job records waiting to be scored (NaN: the database "
+                             "did not answer)", registry=r)
+        self.ready = Gauge("halluscope_ready", "1 when the models are loaded and the scoring loop passes", registry=r)
+        self.loop_errors = Counter("halluscope_loop_errors_total", "scoring loop passes that failed (the database, "
+                                   "a model)", registry=r)
+        self.store_errors = Counter("halluscope_store_errors_total", "checks and job records the database refused",
+                                    registry=r)
 
     def request(self, route: str, method: str, status: int, seconds: float) -> None:
         self.requests.labels(route, method, str(status)).inc()
@@ -32,6 +39,11 @@ class Metrics:
 
     def queue_depth(self, fn) -> None:
         self.depth.set_function(fn)
+
+    def watch(self, pending, ready) -> None:
+        """Gauges read at each scrape: ``pending()`` job records, ``ready()`` True or False."""
+        self.pending.set_function(pending)
+        self.ready.set_function(lambda: float(bool(ready())))
 
     def render(self) -> tuple[bytes, str]:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST

@@ -76,6 +76,16 @@ def pending_job_records(engine: sa.Engine, limit: int) -> list[tuple[str, int, d
     return [(job.id, r.idx, r.record, job.tags, job.key_name) for r in rows]
 
 
+def pending_count(engine: sa.Engine) -> float:
+    """Job records waiting to be scored; NaN when the database does not answer (a metric, read at each scrape)."""
+    try:
+        with engine.connect() as c:
+            return float(c.execute(sa.select(sa.func.count()).select_from(job_records)
+                                   .where(job_records.c.status == "pending")).scalar_one())
+    except sa.exc.SQLAlchemyError:
+        return float("nan")
+
+
 def _finish_job(engine: sa.Engine, job_id: str) -> None:
     with engine.begin() as c:
         c.execute(jobs.update().where(jobs.c.id == job_id).values(status="done", updated_at=now()))

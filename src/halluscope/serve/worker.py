@@ -117,6 +117,8 @@ class ScoringLoop:
             except Exception as e:  # the loop must survive anything: log it, wait longer each time (a database
                 self.last_error = (str(getattr(e, "orig", None) or e).splitlines() or [type(e).__name__])[0]
                 log.exception("scoring loop error (next try in %.1f s)", pause)  # that is down), and go on
+                if self.metrics:
+                    self.metrics.loop_errors.inc()
                 self._stop.wait(pause)
                 pause = min(2 * pause, 30.0)
 
@@ -201,6 +203,8 @@ class ScoringLoop:
             except Exception as e:
                 one[0].future.set_exception(e)
                 log.exception("cannot store check %s", one[0].record.id)
+                if self.metrics:
+                    self.metrics.store_errors.inc()
         return out
 
     def _score_job_chunk(self) -> bool:
@@ -249,6 +253,8 @@ class ScoringLoop:
             except Exception as e:
                 reason = (str(getattr(e, "orig", None) or e).splitlines() or [type(e).__name__])[0]
                 store.save_job_results(self.engine, job_id, [], tags, key_name, {one[0]: f"cannot be stored: {reason}"})
+                if self.metrics:
+                    self.metrics.store_errors.inc()
         return stored
 
     # ------------------------------------------------------------------ calibration
