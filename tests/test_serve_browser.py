@@ -51,7 +51,7 @@ def test_dashboard_renders_plots(filled, tmp_path):
         heights = page.eval_on_selector_all("#hist svg rect", "els => els.map(e => e.getBBox().height)")
         assert len(heights) == 10 and sum(h > 0 for h in heights) >= 1  # ten bins, the answers' ones drawn
         assert page.locator("#rate svg path").count() == 2  # one line per model tag
-        assert "7 answers" in page.inner_text("#summary")
+        assert "7 answers in the last 7 days" in page.inner_text("#summary")  # a window by default, not all time
         assert page.locator("#flagged tr").count() >= 1
         assert page.inner_text("#flagged tr td").endswith(" UTC")  # times say their zone (they were bare)
         assert " UTC" in page.text_content("#rate svg")

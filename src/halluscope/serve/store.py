@@ -279,7 +279,7 @@ def stats(engine: sa.Engine, *, since=None, until=None, tags=None, bucket: str =
                      "mean_probability": _mean([p for _, p in v if p is not None]),
                      "counts": hist([p for _, p in v])} for b, v in sorted(buckets.items())]
         per_group[key] = hist([p for v in buckets.values() for _, p in v])
-    edges = [float(e) for e in np.linspace(0.0, 1.0, bins + 1)]
+    edges = [round(float(e), 10) for e in np.linspace(0.0, 1.0, bins + 1)]  # 0.3, not 0.30000000000000004
     return {"bucket": bucket, "group": group, "n": len(rows), "flagged": int(sum(r.flagged for r in rows)),
             "series": out, "histogram": {"edges": edges, "counts": hist([r.probability for r in rows])},
             "histograms": {k: {"edges": edges, "counts": v} for k, v in per_group.items()}}

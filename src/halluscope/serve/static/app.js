@@ -29,8 +29,9 @@ const HS = {
     return `hsl(${h}, 70%, 85%)`;
   },
   svg(w, h, inner) { return `<svg viewBox="0 0 ${w} ${h}" width="100%" role="img">${inner}</svg>`; },
-  lineChart(series, w = 560, h = 220) {
-    // series: {name: [{t, rate, n}]}; x = time, y = rate in [0, 1]
+  lineChart(series, w = 560, h = 220, step = 0) {
+    // series: {name: [{t, rate, n}]}; x = time, y = rate in [0, 1]; step: the bucket in ms (a line breaks over empty
+    // buckets rather than suggest answers there)
     const pts = Object.values(series).flat();
     if (!pts.length) return "<p class='muted'>No answers in this range yet.</p>";
     const ts = pts.map((p) => Date.parse(p.t)), t0 = Math.min(...ts), t1 = Math.max(...ts) || t0 + 1;
@@ -43,7 +44,7 @@ const HS = {
     s += `<text x="${w - R}" y="${h - 8}" text-anchor="end">${new Date(t1).toISOString().slice(0, 16).replace("T", " ")} UTC</text>`;
     Object.entries(series).forEach(([name, ps], i) => {
       const c = palette[i % palette.length];
-      const d = ps.map((p, k) => `${k ? "L" : "M"}${X(Date.parse(p.t)).toFixed(1)},${Y(p.rate).toFixed(1)}`).join(" ");
+      const d = ps.map((p, k) => `${k && !(step && Date.parse(p.t) - Date.parse(ps[k - 1].t) > 1.5 * step) ? "L" : "M"}${X(Date.parse(p.t)).toFixed(1)},${Y(p.rate).toFixed(1)}`).join(" ");
       s += `<path d="${d}" fill="none" stroke="${c}" stroke-width="2"/>`;
       s += ps.map((p) => `<circle cx="${X(Date.parse(p.t)).toFixed(1)}" cy="${Y(p.rate).toFixed(1)}" r="3" fill="${c}"><title>${HS.esc(name)} ${p.t}: ${(100 * p.rate).toFixed(1)}% of ${p.n}</title></circle>`).join("");
       s += `<rect x="${w - R + 10}" y="${T + 16 * i}" width="10" height="10" fill="${c}"/><text x="${w - R + 24}" y="${T + 9 + 16 * i}">${HS.esc(name)}</text>`;
