@@ -75,7 +75,7 @@ def test_retries_are_bounded_and_failure_is_reported(server):
         proxy.stop()
 
 
-def test_a_failed_prompt_judgement_is_missing_and_the_batch_goes_on(server):
+def test_a_failed_judgement_or_mqag_stage_is_missing_and_the_batch_goes_on(server):
     """SelfCheck-Prompt through a proxy where two of six (sentence, sample) judgements fail after every retry: the
     batch is scored (one failure raised for all before), each failed judgement is missing (its evidence says the
     error), and each sentence's score is the mean of the judgements that came back."""
@@ -100,6 +100,16 @@ def test_a_failed_prompt_judgement_is_missing_and_the_batch_goes_on(server):
     for it in res.items:
         got = [parse_yes_no(a) for a in it.evidence["prompt"][0]["answers"] if not a.startswith("<error:")]
         assert it.sentence_scores["prompt"][0] == pytest.approx(np.mean(got)) and np.isfinite(np.mean(got))
+    # the MQAG stages likewise: a failed stage is missing (no question, or a sample left out), the batch goes on
+    proxy = FaultProxy(server.base_url, [["500"] * 20, [], []])
+    try:
+        be = OpenAIBackend("gemma", base_url=proxy.base_url, max_retries=1, backoff_initial=0.01, backoff_max=0.02)
+        qa = Detector(methods="qa_bayes", llm=Sampler(be, concurrency=1)).score(recs)
+        assert proxy.count > 6  # failures met (each twice: an attempt and a retry) among the stages' requests
+    finally:
+        proxy.stop()
+    assert [it.id for it in qa.items] == ["a", "b"] and not qa.errors
+    assert all(0 <= x <= 1 for it in qa.items for x in it.sentence_scores["qa_bayes"])
 
 def test_api_key_is_sent_but_never_stored(server, tmp_path, monkeypatch):
     monkeypatch.setenv("HALLU_TEST_KEY", "sk-secret-123")

@@ -10,7 +10,9 @@ mismatches N_n:
     bayes_alpha:  the same with soft counts N'_m = sum alpha_n over matches, N'_n over mismatches (Eq. 20-21)
 
 with b1 = b2 = 0.8. A sentence's score is the mean over its questions. A question whose generation cannot be parsed
-is dropped; a sentence left with no question scores 0.5 (no evidence either way).
+is dropped; a sentence left with no question scores 0.5 (no evidence either way). A stage's generation that fails
+after the retries is missing, never guessed: no question (G1, G2), a question dropped (A on R), a sample left out
+of the counts (A or U on it); the batch goes on.
 
 Stages (``QAScorer(sampler, stages={"g1": ..., "g2": ..., "a": ..., "u": ...})``; each value one of):
 
@@ -82,11 +84,9 @@ class LLMStages:
         return f"LLM {self.sampler.backend.cache_id()}"
 
     def _run(self, jobs):
-        res = self.sampler.run(jobs)
-        for r in res:
-            if isinstance(r, LLMError):
-                raise r  # a failed stage is never guessed
-        return res
+        """The generations, with a failed one (an :class:`LLMError` after the retries) as None: each stage reads it
+        as missing."""
+        return [None if isinstance(r, LLMError) else r for r in self.sampler.run(jobs)]
 
     def g1(self, sentences: list[str], draws: list[int]) -> list[tuple[str, str] | None]:
         """A (question, answer) per (sentence, draw): draw 0 greedy, later draws sampled with seed = draw."""
@@ -94,7 +94,7 @@ class LLMStages:
                 for s, k in zip(sentences, draws)]
         out = []
         for g in self._run(jobs):
-            m = re.match(r"\s*(.+?)\s*\n\s*Answer:\s*(.+)", g.text)
+            m = re.match(r"\s*(.+?)\s*\n\s*Answer:\s*(.+)", g.text) if g is not None else None
             out.append((m.group(1).strip(), m.group(2).strip().splitlines()[0]) if m and m.group(2).strip() else None)
         return out
 
@@ -102,11 +102,15 @@ class LLMStages:
         """Distractors for each (passage, question, answer)."""
         jobs = [(G2_TEMPLATE.format(passage=p.replace("\n", " "), question=q, answer=a),
                  GenParams(0.0, 48, 0, 0, ("\n\n",)), 0) for p, q, a in triples]
-        return [[re.sub(r"^\s*\d+[.)]\s*", "", x).strip() for x in ("1." + g.text).splitlines()]
-                for g in self._run(jobs)]
+        out = []
+        for g in self._run(jobs):  # none for a failed one: the question has too few options and is dropped
+            lines = ("1." + g.text).splitlines() if g is not None else []
+            out.append([re.sub(r"^\s*\d+[.)]\s*", "", x).strip() for x in lines])
+        return out
 
     def a(self, triples: list[tuple[str, str, list[str]]]) -> list[list[float] | None]:
-        """Probabilities of the options for each (context, question, options); None when no option was picked."""
+        """Probabilities of the options for each (context, question, options); None when no option was picked,
+        NaN where the generation failed (missing)."""
         jobs = []
         for ctx, q, opts in triples:
             options = "\n".join(f"{LETTERS[j]}. {o}" for j, o in enumerate(opts))
@@ -114,6 +118,9 @@ class LLMStages:
                          GenParams(0.0, 3, 0, self.k), 0))
         out = []
         for (ctx, q, opts), g in zip(triples, self._run(jobs)):
+            if g is None:
+                out.append(math.nan)
+                continue
             letters = list(LETTERS[: len(opts)])
             p = _first_token_probs(g, letters)
             if p:
@@ -124,11 +131,14 @@ class LLMStages:
         return out
 
     def u(self, pairs: list[tuple[str, str]]) -> list[float]:
-        """P(answerable) for each (context, question)."""
+        """P(answerable) for each (context, question); NaN where the generation failed (missing)."""
         jobs = [(U_TEMPLATE.format(context=ctx.replace("\n", " "), question=q), GenParams(0.0, 2, 0, self.k), 0)
                 for ctx, q in pairs]
         out = []
         for g in self._run(jobs):
+            if g is None:
+                out.append(math.nan)
+                continue
             p = _first_token_probs(g, ["yes", "no"])
             if p:
                 out.append(p["yes"])
@@ -214,16 +224,21 @@ class QAScorer:
                 where.append((qi, n))
         a_res = self.stages["a"].a(a_in) if a_in else []
         u_res = self.stages["u"].u(u_in) if u_in else []
-        picks = {w: (int(np.argmax(p)) if p is not None else -1) for w, p in zip(where, a_res)}
+        # a pick: the option's index, -1 when none was picked, None when the answering failed (missing)
+        picks = {w: (None if _missing(p) else int(np.argmax(p)) if p is not None else -1) for w, p in zip(where, a_res)}
         alphas = dict(zip([w for w in where if w[1] > 0], (float(x) for x in u_res)))
         per_sentence: dict[tuple[int, int], list[tuple[float, float, float]]] = {}
         for qi, ((a, i), q, opts) in enumerate(questions):
             n_samples = len(items[a].evidence)
             ar = picks[(qi, 0)]
+            if ar is None:  # the answer on R is missing: the question says nothing
+                continue
             nm = nn = snm = snn = 0.0
             for n in range(1, n_samples + 1):
-                match = picks[(qi, n)] == ar
                 al = alphas[(qi, n)]
+                if picks[(qi, n)] is None or math.isnan(al):  # missing on this sample: left out
+                    continue
+                match = picks[(qi, n)] == ar
                 if al >= self.threshold:
                     nm, nn = nm + match, nn + (not match)
                 snm, snn = snm + al * match, snn + al * (not match)
@@ -239,6 +254,12 @@ class QAScorer:
             for j, name in enumerate(self.names):
                 out[name].append(MethodScores(arr[:, j], float(arr[:, j].mean()), ev if j == 2 else None))
         return out
+
+
+
+def _missing(p) -> bool:
+    """A stage output that is NaN: its generation failed."""
+    return isinstance(p, float) and math.isnan(p)
 
 
 def needs_llm(stages: dict | None) -> bool:
