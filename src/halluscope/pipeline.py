@@ -322,8 +322,9 @@ class Detector:
 
         Invalid records become errors in ``Results.errors`` and do not stop the others. With ``output`` (a .jsonl
         file) each record is written as soon as it is scored, and ``resume=True`` skips the records already there
-        (scored with the same methods, response and sample count); another type (.json, .csv, .parquet) is written
-        at the end. ``evidence`` replaces the samples as what each sentence is checked against (e.g. a reference
+        (scored with the same methods, response and sample count); without it the file is started afresh (a batch
+        job run again over the same output wants ``resume=True``; ``score_with_ray`` resumes by default). Another type
+        (.json, .csv, .parquet) is written at the end. ``evidence`` replaces the samples as what each sentence is checked against (e.g. a reference
         passage).
         """
         self.timings = {}
