@@ -418,6 +418,16 @@ def test_submit_command_and_async_client(server, wikibio, tmp_path):
     assert r.returncode == 0, r.stderr
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert len(rows) == 2 and all(x["tags"] == {"app": "batch"} for x in rows)
+    # a job sent with --no-wait is followed and fetched later with --job (nothing on the CLI could)
+    cmd = [sys.executable, "-m", "halluscope", "submit", "--server", server.url]
+    sent = subprocess.run(cmd + [str(f), "--no-wait"], capture_output=True, text=True, timeout=600, env=env)
+    jid = sent.stdout.strip()
+    assert sent.returncode == 0 and len(jid) == 32, sent.stderr
+    later = tmp_path / "later.jsonl"
+    got = subprocess.run(cmd + ["--job", jid, "-o", str(later)], capture_output=True, text=True, timeout=600, env=env)
+    assert got.returncode == 0 and [json.loads(x)["job_id"] for x in later.read_text().splitlines()] == [jid] * 2
+    gone = subprocess.run(cmd + ["--job", "nope"], capture_output=True, text=True, timeout=120, env=env)
+    assert gone.returncode == 2 and "HTTP 404: no job nope" in gone.stderr, gone.stderr
 
     async def go():
         async with AsyncClient(server.url, key=server.admin_key) as c:

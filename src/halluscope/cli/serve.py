@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Optional
@@ -62,64 +63,85 @@ def serve(
 @app.command()
 @fails
 def submit(
-    path: Path = typer.Argument(..., help="Records (.jsonl, .json, .csv) with response and samples."),
+    path: Optional[Path] = typer.Argument(None, help="Records (.jsonl, .json, .csv) with response and samples."),
     server: str = ServerOpt,
     key_env: str = KeyEnvOpt,
     tag: Optional[list[str]] = typer.Option(None, "--tag", help="key:value attached to every answer (repeatable)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the job's results (.jsonl)."),
     wait: bool = typer.Option(True, "--wait/--no-wait", help="Wait for the job to finish."),
+    job_id: Optional[str] = typer.Option(None, "--job", help="Follow a job sent earlier (the id --no-wait printed) "
+                                         "and fetch its results, instead of sending PATH."),
 ):
-    """Send a file of answers to a running service as one job, follow its progress, and fetch the results."""
+    """Send a file of answers to a running service as one job, follow its progress, and fetch the results (or, with
+    --job ID, those of a job sent earlier)."""
     import os
 
-    from ..client import Client, ServiceError
-
-    import httpx
+    from ..client import Client
 
     if output is not None and output.suffix.lower() != ".jsonl":
         raise ValueError(f"--output {output}: the job's results are JSON lines: name a .jsonl file")
     if output is not None and not wait:
-        raise ValueError("--output needs --wait: with --no-wait the results are fetched later (GET /v1/jobs/ID/results "
-                         "or halluscope.client.Client.job_results)")
+        raise ValueError("--output needs --wait: with --no-wait the results are fetched later (submit --job ID -o "
+                         "FILE)")
+    if (path is None) == (job_id is None):
+        raise ValueError("give PATH (records to send) or --job ID (a job sent earlier), one of them")
     prepare_output(output, path)
-    recs, skipped = _read_records_or_exit(path)  # it names each skipped record
-    if not recs:
+    recs, skipped = _read_records_or_exit(path) if path else ([], [])  # it names each skipped record
+    if path and not recs:
         raise ValueError(f"no valid record in {path}: nothing to send")
     tags = dict(t.split(":", 1) for t in tag or [] if ":" in t)
-    with Client(server, key=os.environ.get(key_env)) as c:
-        try:
+    with Client(server, key=os.environ.get(key_env)) as c, _asking(server, key_env):
+        if job_id is None:
             job = c.submit([r.to_dict() for r in recs], tags=tags)
-        except ServiceError as e:
-            unset = f" (${key_env} is not set)" if e.status == 401 and not os.environ.get(key_env) else ""
-            raise ValueError(f"the server refused the job: {e}{unset}") from None
-        except httpx.TransportError as e:  # after the client's retries
-            raise ValueError(f"cannot reach the service at {server} ({e}): is `halluscope serve` running there? "
-                             "(--server URL)") from None
-        err.print(f"job {job['id']}: {job['total']} answers queued")
-        if not wait:
-            print(job["id"])
-            if skipped:
-                raise typer.Exit(3)  # some records were not sent (each named above)
-            return
-        last = [-1]
-
-        def show(j):
-            if j["done"] != last[0]:
-                err.print(f"job {j['id']}: {j['done']}/{j['total']} ({j['status']})", highlight=False)
-                last[0] = j["done"]
-
-        j = c.wait(job["id"], progress=show)
-        rows = list(c.job_results(job["id"]))
+            err.print(f"job {job['id']}: {job['total']} answers queued")
+            if not wait:
+                print(job["id"])
+                if skipped:
+                    raise typer.Exit(3)  # some records were not sent (each named above)
+                return
+        j, rows = _follow(c, job_id or job["id"])
     flagged = sum(r["flagged"] for r in rows)
     console.print(f"{len(rows)} answers scored, {flagged} flagged; {len(j['errors'])} failed on the server")
     if output:
         output.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
         err.print(f"written to {output}")
-    failed = [RecordError(recs[e["index"]].id if e["index"] < len(recs) else str(e["index"]), "<scoring>",
+    failed = [RecordError(recs[e["index"]].id if e["index"] < len(recs) else f"position {e['index']}", "<scoring>",
                           e["message"]) for e in j["errors"]]
     for e in failed:
         say(e, "failed on the server:", "yellow")
     _exit_for_skipped(Results(items=rows, errors=skipped + failed), output)
+
+
+@contextlib.contextmanager
+def _asking(server: str, key_env: str):
+    """A refusal of the service, or a service that cannot be reached after the client's retries, as one line."""
+    import os
+
+    import httpx
+
+    from ..client import ServiceError
+
+    try:
+        yield
+    except ServiceError as e:
+        unset = f" (${key_env} is not set)" if e.status == 401 and not os.environ.get(key_env) else ""
+        raise ValueError(f"the server refused: {e}{unset}") from None
+    except httpx.TransportError as e:
+        raise ValueError(f"cannot reach the service at {server} ({e}): is `halluscope serve` running there? "
+                         "(--server URL)") from None
+
+
+def _follow(c, job_id: str) -> tuple[dict, list[dict]]:
+    """Wait for a job, printing its progress, and fetch its results."""
+    last = [-1]
+
+    def show(j):
+        if j["done"] != last[0]:
+            err.print(f"job {j['id']}: {j['done']}/{j['total']} ({j['status']})", highlight=False)
+            last[0] = j["done"]
+
+    j = c.wait(job_id, progress=show)
+    return j, list(c.job_results(job_id))
 
 
 keys_app = typer.Typer(rich_markup_mode="markdown",
