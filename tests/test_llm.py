@@ -104,12 +104,22 @@ def test_a_failed_judgement_or_mqag_stage_is_missing_and_the_batch_goes_on(serve
     proxy = FaultProxy(server.base_url, [["500"] * 20, [], []])
     try:
         be = OpenAIBackend("gemma", base_url=proxy.base_url, max_retries=1, backoff_initial=0.01, backoff_max=0.02)
-        qa = Detector(methods="qa_bayes", llm=Sampler(be, concurrency=1)).score(recs)
+        qa = Detector(methods="qa_bayes,qa_bayes_alpha", llm=Sampler(be, concurrency=1)).score(recs)
         assert proxy.count > 6  # failures met (each twice: an attempt and a retry) among the stages' requests
     finally:
         proxy.stop()
     assert [it.id for it in qa.items] == ["a", "b"] and not qa.errors
     assert all(0 <= x <= 1 for it in qa.items for x in it.sentence_scores["qa_bayes"])
+    assert any(ev["questions"] for it in qa.items for ev in it.evidence["qa_bayes_alpha"])  # not all missing
+    # where every generation fails (a refused key, a wrong model), the run stops with it: not NaN or 0.5 for all
+    proxy = FaultProxy(server.base_url, [["500"] * 20])
+    try:
+        be = OpenAIBackend("gemma", base_url=proxy.base_url, max_retries=0)
+        for method in ("prompt", "qa_bayes"):
+            with pytest.raises(LLMError, match="500"):
+                Detector(methods=method, llm=Sampler(be, concurrency=1)).score(recs)
+    finally:
+        proxy.stop()
 
 def test_api_key_is_sent_but_never_stored(server, tmp_path, monkeypatch):
     monkeypatch.setenv("HALLU_TEST_KEY", "sk-secret-123")

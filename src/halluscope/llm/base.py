@@ -87,6 +87,15 @@ class LLMError(RuntimeError):
     """A generation that failed for good (after the bounded retries), or a bad answer from the server."""
 
 
+def unless_all_failed(results: list) -> list:
+    """``results`` of a batch of generations, as they are where some succeeded (a failed one is then missing, never
+    guessed); where every one failed (a refused key, a model the server does not have), the first failure is raised:
+    that is the run's configuration, not a missing judgement."""
+    if results and all(isinstance(r, LLMError) for r in results):
+        raise results[0]
+    return results
+
+
 class UnreachableError(LLMError):
     """The server never answered (connection refused, unknown host): retrying every request would only cost time,
     so the run stops at once with this one message."""

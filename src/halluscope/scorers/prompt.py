@@ -11,18 +11,18 @@ and its answer maps to x = 0 (Yes), 1 (No), 0.5 (anything else); S_prompt(i) = m
 decoding (temperature 0), a few tokens. The per-pair answers go through the sampler, so they are cached on disk,
 run concurrently and retried like every generation. The evidence kept per sentence is each sample's raw answer.
 A judgement whose generation still fails after the retries is missing (``<error: ...>`` in the evidence): the mean
-is over the others, NaN where every one failed; the batch goes on.
+is over the others, NaN where every one of a sentence's failed; the batch goes on. Where every judgement of the
+batch failed (a refused key, a model the server does not have) the first failure is raised.
 """
 
 from __future__ import annotations
 
 import math
 import re
-import warnings
 
 import numpy as np
 
-from ..llm.base import GenParams, LLMError
+from ..llm.base import GenParams, LLMError, unless_all_failed
 from ..llm.sampler import Sampler
 from ..types import MethodInfo
 from .base import MethodScores, PreparedItem
@@ -64,7 +64,7 @@ class PromptScorer:
                 for n, ctx in enumerate(it.evidence):
                     jobs.append((self.template.format(context=ctx.replace("\n", " "), sentence=s), self.params, 0))
                     where.append((k, i, n))
-        gens = self.sampler.run(jobs)
+        gens = unless_all_failed(self.sampler.run(jobs))
         answers = [[[None] * len(it.evidence) for _ in it.sentences] for it in items]
         failed = set()
         for (k, i, n), g in zip(where, gens):
@@ -77,10 +77,9 @@ class PromptScorer:
         for k, it in enumerate(items):
             x = np.array([[math.nan if (k, i, n) in failed else parse_yes_no(a) for n, a in enumerate(row)]
                           for i, row in enumerate(answers[k])])
-            with np.errstate(all="ignore"), warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)  # a sentence with every judgement failed: NaN
-                s = np.nanmean(x, axis=1)
-                passage = float(np.nanmean(s)) if np.isfinite(s).any() else math.nan
+            seen = np.isfinite(x).sum(axis=1)  # a sentence whose every judgement failed: NaN (no warning filters:
+            s = np.where(seen > 0, np.nansum(x, axis=1) / np.maximum(seen, 1), math.nan)  # they are per process)
+            passage = float(s[np.isfinite(s)].mean()) if np.isfinite(s).any() else math.nan
             out.append(MethodScores(s, passage, [{"answers": row} for row in answers[k]]))
         return {self.name: out}
 

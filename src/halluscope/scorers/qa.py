@@ -12,7 +12,8 @@ mismatches N_n:
 with b1 = b2 = 0.8. A sentence's score is the mean over its questions. A question whose generation cannot be parsed
 is dropped; a sentence left with no question scores 0.5 (no evidence either way). A stage's generation that fails
 after the retries is missing, never guessed: no question (G1, G2), a question dropped (A on R), a sample left out
-of the counts (A or U on it); the batch goes on.
+of the counts (A or U on it); the batch goes on. Where every generation of a stage failed (a refused key, a model
+the server does not have) the first failure is raised.
 
 Stages (``QAScorer(sampler, stages={"g1": ..., "g2": ..., "a": ..., "u": ...})``; each value one of):
 
@@ -33,7 +34,7 @@ import zlib
 
 import numpy as np
 
-from ..llm.base import Generation, GenParams, LLMError
+from ..llm.base import Generation, GenParams, LLMError, unless_all_failed
 from ..llm.sampler import Sampler
 from ..types import MethodInfo
 from .base import MethodScores, PreparedItem
@@ -85,8 +86,8 @@ class LLMStages:
 
     def _run(self, jobs):
         """The generations, with a failed one (an :class:`LLMError` after the retries) as None: each stage reads it
-        as missing."""
-        return [None if isinstance(r, LLMError) else r for r in self.sampler.run(jobs)]
+        as missing; where every one failed, the first failure is raised (a configuration fault)."""
+        return [None if isinstance(r, LLMError) else r for r in unless_all_failed(self.sampler.run(jobs))]
 
     def g1(self, sentences: list[str], draws: list[int]) -> list[tuple[str, str] | None]:
         """A (question, answer) per (sentence, draw): draw 0 greedy, later draws sampled with seed = draw."""
@@ -225,26 +226,14 @@ class QAScorer:
         a_res = self.stages["a"].a(a_in) if a_in else []
         u_res = self.stages["u"].u(u_in) if u_in else []
         # a pick: the option's index, -1 when none was picked, None when the answering failed (missing)
-        picks = {w: (None if _missing(p) else int(np.argmax(p)) if p is not None else -1) for w, p in zip(where, a_res)}
+        picks = {w: None if _missing(p) else int(np.argmax(p)) if p is not None else -1
+                 for w, p in zip(where, a_res)}
         alphas = dict(zip([w for w in where if w[1] > 0], (float(x) for x in u_res)))
         per_sentence: dict[tuple[int, int], list[tuple[float, float, float]]] = {}
         for qi, ((a, i), q, opts) in enumerate(questions):
-            n_samples = len(items[a].evidence)
-            ar = picks[(qi, 0)]
-            if ar is None:  # the answer on R is missing: the question says nothing
-                continue
-            nm = nn = snm = snn = 0.0
-            for n in range(1, n_samples + 1):
-                al = alphas[(qi, n)]
-                if picks[(qi, n)] is None or math.isnan(al):  # missing on this sample: left out
-                    continue
-                match = picks[(qi, n)] == ar
-                if al >= self.threshold:
-                    nm, nn = nm + match, nn + (not match)
-                snm, snn = snm + al * match, snn + al * (not match)
-            count = nn / (nm + nn) if nm + nn > 0 else 0.5
-            per_sentence.setdefault((a, i), []).append(
-                (count, bayes(nm, nn, self.beta1, self.beta2), bayes(snm, snn, self.beta1, self.beta2)))
+            got = self._question(qi, len(items[a].evidence), picks, alphas)
+            if got is not None:
+                per_sentence.setdefault((a, i), []).append(got)
         out: dict[str, list[MethodScores]] = {n: [] for n in self.names}
         for a, it in enumerate(items):
             rows = [np.mean(per_sentence[(a, i)], axis=0) if (a, i) in per_sentence else np.full(3, 0.5)
@@ -255,6 +244,24 @@ class QAScorer:
                 out[name].append(MethodScores(arr[:, j], float(arr[:, j].mean()), ev if j == 2 else None))
         return out
 
+    def _question(self, qi: int, n_samples: int, picks: dict, alphas: dict) -> tuple[float, float, float] | None:
+        """One question's (count, bayes, bayes_alpha) from the answers on R and on each sample; None when the
+        answer on R is missing (the question says nothing). A sample whose answer or answerability is missing is
+        left out of the counts."""
+        ar = picks[(qi, 0)]
+        if ar is None:
+            return None
+        nm = nn = snm = snn = 0.0
+        for n in range(1, n_samples + 1):
+            al = alphas[(qi, n)]
+            if picks[(qi, n)] is None or math.isnan(al):
+                continue
+            match = picks[(qi, n)] == ar
+            if al >= self.threshold:
+                nm, nn = nm + match, nn + (not match)
+            snm, snn = snm + al * match, snn + al * (not match)
+        count = nn / (nm + nn) if nm + nn > 0 else 0.5
+        return count, bayes(nm, nn, self.beta1, self.beta2), bayes(snm, snn, self.beta1, self.beta2)
 
 
 def _missing(p) -> bool:
