@@ -284,9 +284,14 @@ def test_a_broken_csv_row_is_named_and_never_swallows_the_rest(tmp_path):
     assert [(e.record, e.message) for e in errs] == [
         ("line 2", "4 fields where the header has 3"), ("line 3", "2 fields where the header has 3"),
         ("line 6", "4 fields where the header has 3")]  # c's response spans lines 4-5
+    stray = tmp_path / "stray.csv"  # a quote out of place is an error of its row (after a blank line: numbered)
+    stray.write_text('id,response,samples\n\na,"Paris" is big.,"[""P.""]"\nb,Rome.,"[""R.""]"\n')
+    recs, errs = read_records(stray)
+    assert [r.id for r in recs] == ["b"] and [(e.record, e.field) for e in errs] == [("line 3", "<row>")]
+    assert "a quote inside a field is written twice" in errs[0].message
     open_quote = tmp_path / "open.csv"
-    open_quote.write_text('id,response,samples\na,Paris.,"[""P.""]"\nb,"never closed,"[]"\nc,Rome.,"[""R.""]"\n')
-    with pytest.raises(RecordError, match=r"the row from line 3: .* \(a quoted field must end with a quote"):
+    open_quote.write_text('id,response,samples\na,Paris.,"[""P.""]"\nb,"never closed,[]\nc,Rome.,[]\n')
+    with pytest.raises(RecordError, match=r"the row from line 3: a quote is left open"):
         read_records(open_quote)
 
 def test_resume_keeps_only_what_this_run_would_write(tmp_path):

@@ -106,27 +106,44 @@ def _duplicate(i: int, first: int, first_auto: bool, given: bool) -> str:
 
 
 def _csv_rows(path: Path) -> tuple[list[Any], list[RecordError]]:
-    """The rows of a CSV file as raw dicts, and the rows that cannot be read: a row with more or fewer fields than
-    the header is an error naming its line (its data would land in the wrong columns). Quoting is strict: a quote
-    left open would swallow every later row into one field, so it is an error of the file, naming the line."""
+    """The rows of a CSV file as raw dicts, and the rows that cannot be read, each an error naming its line: a row
+    with more or fewer fields than the header (its data would land in the wrong columns), or a quote out of place
+    (``"Paris" is big.``). A quote left open would swallow every later row into one field: an error of the file."""
     objs: list[Any] = []
     bad: list[RecordError] = []
     with path.open(newline="", encoding="utf-8-sig") as f:  # -sig: a byte-order mark (Excel's UTF-8) is not a name
-        reader = csv.DictReader(f, strict=True)
-        start = 2  # the line the next row starts on (the header is line 1)
-        try:
-            for row in reader:
-                where, start = f"line {start}", reader.line_num + 1
-                width = len(reader.fieldnames or ())
-                n = width + len(row.get(None) or ()) - sum(v is None for k, v in row.items() if k is not None)
-                if n != width:
-                    bad.append(RecordError(where, "<row>", f"{n} fields where the header has {width}"))
-                    objs.append(_BAD)
-                    continue
-                objs.append(_csv_record(row))
-        except csv.Error as e:
-            raise csv.Error(f"the row from line {start}: {e} (a quoted field must end with a quote, and a quote "
-                            "inside it is written twice)") from e
+        read = [0]  # lines read so far (the reader's line_num leaves out a line it could not parse)
+
+        def lines():
+            for line in f:
+                read[0] += 1
+                yield line
+
+        reader = csv.DictReader(lines(), strict=True)
+        width, last = len(reader.fieldnames or ()), read[0]  # last: the line the previous row ended on
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                break
+            except csv.Error as e:
+                if "unexpected end of data" in str(e):
+                    raise csv.Error(f"the row from line {last + 1}: a quote is left open (a quoted field must end "
+                                    "with a quote, and a quote inside it is written twice)") from e
+                bad.append(RecordError(f"line {read[0]}", "<row>", f"{e} (a quote inside a field is written twice, "
+                                       "and the field quoted whole)"))
+                last = read[0]
+                objs.append(_BAD)
+                continue
+            values = [v for k, v in row.items() if k is not None] + list(row.get(None) or ())
+            where = f"line {read[0] - sum(v.count(chr(10)) for v in values if isinstance(v, str))}"
+            last = read[0]
+            n = width + len(row.get(None) or ()) - sum(v is None for k, v in row.items() if k is not None)
+            if n != width:
+                bad.append(RecordError(where, "<row>", f"{n} fields where the header has {width}"))
+                objs.append(_BAD)
+                continue
+            objs.append(_csv_record(row))
     return objs, bad
 
 
