@@ -157,15 +157,15 @@ def keys_create(name: str = typer.Argument(...), scopes: str = typer.Option("sub
     server, an admin key made so keeps the server from printing one to its log. A SQLite file that is not there
     yet is created (and said so)."""
     from ..serve.auth import create_key
-    from ..serve.db import url_of
+    from ..serve.db import sqlite_file, url_of
 
-    url = url_of(db)
-    new = url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).is_file()
-    key = _on_keys_db(db, lambda eng: create_key(eng, name, [s.strip() for s in scopes.split(",") if s.strip()]),
-                      create=True)
+    file = sqlite_file(url_of(db))
+    new = file is not None and not file.is_file()
+    made = _on_keys_db(db, lambda eng: create_key(eng, name, [s.strip() for s in scopes.split(",") if s.strip()]),
+                       create=True)
     if new:
-        err.print(f"note: {url[len('sqlite:///'):]} did not exist: a new database was made", highlight=False)
-    print(key)
+        err.print(f"note: {file} did not exist: a new database was made", highlight=False)
+    print(made["key"])
 
 
 def _on_keys_db(db: Optional[str], work, create: bool = False):
@@ -173,13 +173,13 @@ def _on_keys_db(db: Optional[str], work, create: bool = False):
     is read-only is one line (exit 2), not a traceback or a new empty database."""
     import sqlalchemy as sa
 
-    from ..serve.db import open_existing, shown
+    from ..serve.db import open_existing, reason, shown
 
     engine = open_existing(db, create=create)
     try:
         return work(engine)
     except sa.exc.DatabaseError as e:
-        raise ValueError(f"the database {shown(db)}: {(str(e.orig or e).strip().splitlines() or ['?'])[0]}") from None
+        raise ValueError(f"the database {shown(db)}: {reason(e)}") from None
     finally:
         engine.dispose()
 

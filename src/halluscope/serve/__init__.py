@@ -28,7 +28,7 @@ def run(config: ServeConfig, host: str = "127.0.0.1", port: int = 8000, log_leve
     import uvicorn
 
     from .auth import ensure_admin_key
-    from .db import make_engine, shown
+    from .db import make_engine, reason, shown
 
     if not config.auth and not is_loopback(host):
         raise ValueError(f"--no-auth is only allowed on a loopback address, not {host}")
@@ -40,8 +40,7 @@ def run(config: ServeConfig, host: str = "127.0.0.1", port: int = 8000, log_leve
         key = ensure_admin_key(engine) if config.auth else None
         engine.dispose()
     except sa.exc.DatabaseError as e:  # a server that is not there, a refused login, a file it cannot open or read
-        reason = str(e.orig or e).strip().splitlines()[0]
-        raise ValueError(f"cannot open the database {safe}: {reason}") from None
+        raise ValueError(f"cannot open the database {safe}: {reason(e)}") from None
     except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as e:  # a URL that is not one
         raise ValueError(f"--db {safe}: not a SQLite path or a database URL ({e})") from None
     if key:
@@ -58,6 +57,7 @@ def run(config: ServeConfig, host: str = "127.0.0.1", port: int = 8000, log_leve
 def _can_listen(host: str, port: int) -> None:
     """A port out of range, or one this host cannot listen on (in use, not permitted), is a ValueError (exit 2),
     not uvicorn's exit 3 after the start-up ran."""
+    import errno
     import socket
 
     if type(port) is not int or not 1 <= port <= 65535:
@@ -66,13 +66,17 @@ def _can_listen(host: str, port: int) -> None:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as e:
         raise ValueError(f"--host {host}: {e.strerror}") from None
-    family, kind, proto, _, addr = infos[0]
-    with socket.socket(family, kind, proto) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
-        try:
-            s.bind(addr)
-        except OSError as e:
-            raise ValueError(f"cannot listen on {host}:{port}: {e.strerror}") from None
+    errors = []
+    for family, kind, proto, _, addr in infos:  # every address the name gives (localhost: ::1 and 127.0.0.1)
+        with socket.socket(family, kind, proto) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+            try:
+                s.bind(addr)
+            except OSError as e:
+                errors.append(e)
+    in_use = [e for e in errors if e.errno == errno.EADDRINUSE]
+    if in_use or len(errors) == len(infos):  # one taken, or none usable (an address family off is no matter)
+        raise ValueError(f"cannot listen on {host}:{port}: {(in_use or errors)[0].strerror}")
 
 
 def log_config() -> dict:

@@ -40,6 +40,7 @@ from fastapi_offline import FastAPIOffline
 
 from ..types import Record, RecordError
 from . import store
+from .db import reason
 from .auth import (ANONYMOUS_ADMIN, SCOPES, KeyConflict, KeyStore, Principal, RateLimiter, create_key, list_keys,
                    revoke_key)
 from .metrics import Metrics
@@ -147,8 +148,8 @@ async def _invalid_parameter(request: Request, exc: RequestValidationError) -> J
 async def _database_away(request: Request, exc: Exception) -> JSONResponse:
     """The database cannot be reached or written (down, locked, disk full): a JSON 503 with its reason, which a
     client retries (it was a plain-text 500)."""
-    reason = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
-    return JSONResponse({"detail": f"database unavailable: {reason}"}, status_code=503, headers={"Retry-After": "5"})
+    return JSONResponse({"detail": f"database unavailable: {reason(exc)}"}, status_code=503,
+                        headers={"Retry-After": "5"})
 
 
 # Request bodies as OpenAPI shows them (/docs): the handlers read the body themselves (JSON, JSON Lines or an
@@ -271,7 +272,8 @@ def create_app(config: ServeConfig) -> FastAPI:
         loop = ScoringLoop(engine, make_detector, config.calibration, config.max_batch, config.max_wait,
                            config.job_chunk, metrics)
         metrics.queue_depth(loop.queue_depth)
-        metrics.watch(lambda: store.pending_count(engine), lambda: loop.ready.is_set() and not loop.last_error)
+        metrics.watch(lambda: store.pending_count(engine),
+                      lambda: loop.ready.is_set() and not loop.last_error and not loop.load_error)
         app.state.hs = Service(config, engine, loop.start(), KeyStore(engine), RateLimiter(config.rate_limit), metrics)
         yield
         loop.stop()
@@ -324,12 +326,13 @@ def readyz(request: Request):
 
     hs = _service(request)
     why = [] if hs.loop.ready.is_set() else ["the models are loading"]
+    why += [f"the models could not be loaded: {hs.loop.load_error}"] if hs.loop.load_error else []
     why += [] if hs.loop.alive() else ["the scoring loop has stopped"]
     why += [f"the scoring loop fails: {hs.loop.last_error}"] if hs.loop.last_error else []
     try:
         schema_version(hs.engine)
     except sa.exc.OperationalError as e:
-        why.append(f"database unavailable: {(str(e.orig or e).strip().splitlines() or ['?'])[0]}")
+        why.append(f"database unavailable: {reason(e)}")
     return JSONResponse({"status": "not ready" if why else "ready", "reasons": why}, status_code=503 if why else 200)
 
 
@@ -347,7 +350,7 @@ async def _json_body(request: Request) -> Any:
     """The request's JSON: a JSON body, JSON Lines (Content-Type application/x-ndjson or text/plain, or any type
     but application/json when the body is more than one JSON value), or a file uploaded as multipart/form-data (JSON
     or JSONL by its content)."""
-    ctype = request.headers.get("content-type", "")
+    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()  # "...; charset=utf-8" aside
     if ctype.startswith("multipart/form-data"):
         form = await request.form()
         files = [v for v in form.values() if hasattr(v, "read")]
@@ -555,13 +558,11 @@ async def new_key(request: Request, _: Principal = Depends(require("admin"))):
         raise _unprocessable([RecordError("key", "scopes", f"a non-empty list of scopes among {', '.join(SCOPES)} "
                                           f"(default [\"submit\"]), got {json.dumps(scopes)[:60]}")])
     try:
-        key = create_key(_service(request).engine, body["name"], scopes)
+        return create_key(_service(request).engine, body["name"], scopes)
     except KeyConflict as e:
         raise HTTPException(409, detail=str(e))
     except ValueError as e:
         raise _unprocessable([RecordError("key", "scopes", str(e))])
-    made = next(k for k in list_keys(_service(request).engine) if k["prefix"] == key[3:11] and not k["revoked"])
-    return {"id": made["id"], "name": body["name"], "scopes": made["scopes"], "key": key}
 
 
 @api.get("/v1/keys", tags=["admin"])

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from .db import api_keys, iso, now
+from .db import api_keys, iso, now, write_lock
 
 log = logging.getLogger("halluscope.serve")
 
@@ -46,23 +46,26 @@ class KeyConflict(ValueError):
     """A key change that would leave the keys ambiguous or the service without an admin (HTTP 409)."""
 
 
-def create_key(engine: sa.Engine, name: str, scopes: list[str] | tuple[str, ...]) -> str:
-    """A new key with ``scopes``: stored hashed, returned in clear this once. Names of active keys are unique
-    (reviews are signed with the name)."""
+def create_key(engine: sa.Engine, name: str, scopes: list[str] | tuple[str, ...]) -> dict:
+    """A new key with ``scopes``, stored hashed: ``{"id", "name", "scopes", "key"}``, the key in clear this once.
+    Names of active keys are unique (reviews are signed with the name); the check and the insert hold the write
+    lock, so two servers or admins at once cannot both pass it."""
     bad = [s for s in scopes if s not in SCOPES]
     if bad or not scopes:
         raise ValueError(f"scopes must be among {', '.join(SCOPES)}; got {list(scopes)}")
     key = "hs_" + secrets.token_urlsafe(32)
     with engine.begin() as c:
+        write_lock(c)
         same = c.execute(sa.select(api_keys.c.id).where(api_keys.c.name == name,
                                                         api_keys.c.revoked_at.is_(None))).scalar()
         if same is not None:
             raise KeyConflict(f"an active key is named {name!r} already (id {same}): choose another name, or revoke "
                               "that one first")
-        c.execute(api_keys.insert().values(name=name, prefix=key[3:11], key_hash=_hash(key),
-                                           scopes=",".join(sorted(set(scopes))), created_at=now()))
-    log.info("API key %r created (prefix %s, scopes %s)", name, key[3:11], ",".join(sorted(set(scopes))))
-    return key
+        kid = c.execute(api_keys.insert().values(name=name, prefix=key[3:11], key_hash=_hash(key),
+                                                 scopes=",".join(sorted(set(scopes))), created_at=now())
+                        ).inserted_primary_key[0]
+    log.info("API key %r created (id %s, prefix %s, scopes %s)", name, kid, key[3:11], ",".join(sorted(set(scopes))))
+    return {"id": kid, "name": name, "scopes": sorted(set(scopes)), "key": key}
 
 
 def list_keys(engine: sa.Engine) -> list[dict]:
@@ -76,6 +79,7 @@ def revoke_key(engine: sa.Engine, key_id: int) -> bool:
     """Revoke an active key (False where there is none); the last active admin key is refused (the service would
     have no admin left: only `halluscope keys create` on the database's host could make one)."""
     with engine.begin() as c:
+        write_lock(c)
         admins = c.execute(sa.select(api_keys.c.id).where(api_keys.c.revoked_at.is_(None),
                                                           api_keys.c.scopes.contains("admin"))).scalars().all()
         if admins == [key_id]:
@@ -97,7 +101,7 @@ def ensure_admin_key(engine: sa.Engine) -> str | None:
     if has_keys(engine):
         return None
     try:
-        return create_key(engine, "admin (first start)", ["admin"])
+        return create_key(engine, "admin (first start)", ["admin"])["key"]
     except KeyConflict:  # another server on the same database made it a moment ago
         return None
 

@@ -112,6 +112,26 @@ def url_of(db: str | Path | None) -> str:
     return f"sqlite:///{Path(s).expanduser().resolve()}"
 
 
+def sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite URL (None for another database)."""
+    return Path(url[len("sqlite:///"):]) if url.startswith("sqlite:///") else None
+
+
+def reason(e: BaseException) -> str:
+    """A database error's first line, as messages quote it (the driver's own where SQLAlchemy wraps one)."""
+    return (str(getattr(e, "orig", None) or e).strip().splitlines() or [type(e).__name__])[0]
+
+
+def write_lock(conn) -> None:
+    """Take the database's write lock now, at the start of a transaction, so that a check followed by a write
+    (a key name still free, an admin key left) cannot interleave with another server's: SQLite by a write that
+    changes nothing, PostgreSQL by an advisory lock held to the transaction's end."""
+    if conn.dialect.name == "sqlite":
+        conn.exec_driver_sql("UPDATE api_keys SET id = id WHERE 0")
+    elif conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("SELECT pg_advisory_xact_lock(7150001)")
+
+
 def shown(db: str | Path | None) -> str:
     """The database as messages name it: its URL with any password masked."""
     try:
@@ -122,17 +142,23 @@ def shown(db: str | Path | None) -> str:
 
 def open_existing(db: str | Path | None, create: bool = False) -> sa.Engine:
     """:func:`make_engine` for the ``keys`` commands: a SQLite file that does not exist is an error (a mistyped
-    --db made an empty database, and a key in it that the server never sees), unless ``create``; a database that
+    --db made an empty database, and a key in it that the server never sees), and so is a database with no
+    halluscope schema (nothing is created in another application's database), unless ``create``; a database that
     cannot be opened or written is one line naming it (not a traceback)."""
     url = url_of(db)
-    if url.startswith("sqlite:///") and not create and not Path(url[len("sqlite:///"):]).is_file():
-        raise ValueError(f"no database at {url[len('sqlite:///'):]}: give the --db of `halluscope serve` (its "
-                         "default is " + default_url()[len("sqlite:///"):] + ")")
+    file = sqlite_file(url)
+    if file is not None and not create and not file.is_file():
+        raise ValueError(f"no database at {file}: give the --db of `halluscope serve` (its default is "
+                         f"{sqlite_file(default_url())})")
     try:
-        return make_engine(db)
+        engine = make_engine(db, migrate_schema=create)
+        if not create and schema_version(engine) is None:
+            engine.dispose()
+            raise ValueError(f"{shown(db)} is not a halluscope database (no schema): give the --db of "
+                             "`halluscope serve`")
+        return engine
     except sa.exc.DatabaseError as e:
-        reason = (str(e.orig or e).strip().splitlines() or [type(e).__name__])[0]
-        raise ValueError(f"cannot open the database {shown(db)}: {reason}") from None
+        raise ValueError(f"cannot open the database {shown(db)}: {reason(e)}") from None
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
@@ -144,20 +170,22 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur.close()
 
 
-def make_engine(db: str | Path | None = None) -> sa.Engine:
-    """The engine for ``db`` (a URL or a SQLite file path), with the schema migrated to the newest version."""
+def make_engine(db: str | Path | None = None, migrate_schema: bool = True) -> sa.Engine:
+    """The engine for ``db`` (a URL or a SQLite file path), with the schema migrated to the newest version (unless
+    ``migrate_schema`` is False)."""
     url = url_of(db)
     if url.startswith("postgresql"):
         try:
             import psycopg  # noqa: F401
         except ImportError as e:
             raise ImportError("PostgreSQL needs the psycopg driver: pip install 'halluscope[postgres]'") from e
-    if url.startswith("sqlite:///"):
-        Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+    if sqlite_file(url) is not None:
+        sqlite_file(url).parent.mkdir(parents=True, exist_ok=True)
     engine = sa.create_engine(url, pool_pre_ping=True)
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
-    migrate(engine)
+    if migrate_schema:
+        migrate(engine)
     return engine
 
 

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import math
 import uuid
 from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
 
-from ..types import ItemResult, Record
+from ..types import ItemResult, Record, json_safe
 from .db import LABELS, iso, job_records, jobs, now, results, reviews
 
 log = logging.getLogger("halluscope.serve")
@@ -27,11 +28,12 @@ def _row_of(it: ItemResult, rec: Record, tags: dict, key_name: str | None, job: 
     data = it.to_dict()
     data["samples"] = list(rec.samples)
     if ensemble is not None:  # the tuned ensemble's output (serve/ensemble.py), when the config has one
-        data["ensemble"] = ensemble
+        data["ensemble"] = json_safe(ensemble)
     prob = it.passage_scores.get(PROBABILITY)
     return {"uid": uuid.uuid4().hex, "created_at": now(), "job_id": job[0] if job else None,
             "job_index": job[1] if job else None, "record_id": str(it.id)[:200], "tags": dict(tags),
-            "probability": None if prob is None else float(prob), "flagged": bool(it.flags.get("response", False)),
+            "probability": None if prob is None or not math.isfinite(prob) else float(prob),  # JSON has no NaN
+            "flagged": bool(it.flags.get("response", False)),
             "n_sentences": len(it.sentences), "key_name": key_name, "data": data}
 
 
@@ -50,13 +52,13 @@ def create_job(engine: sa.Engine, records: list[dict], tags: dict, key_name: str
     """A job with its records, stored whole (one transaction) before anything is scored."""
     jid = uuid.uuid4().hex
     t = now()
-    log.info("job %s: %d records accepted (key %s)", jid, len(records), key_name or "-")
     with engine.begin() as c:
         c.execute(jobs.insert().values(id=jid, created_at=t, updated_at=t, status="queued", total=len(records),
                                        done=0, tags=dict(tags), key_name=key_name))
         for start in range(0, len(records), 1000):
             c.execute(job_records.insert(), [{"job_id": jid, "idx": start + i, "record": r, "status": "pending"}
                                              for i, r in enumerate(records[start:start + 1000])])
+    log.info("job %s: %d records accepted (key %s)", jid, len(records), key_name or "-")
     return jid
 
 
@@ -88,8 +90,10 @@ def pending_count(engine: sa.Engine) -> float:
 
 def _finish_job(engine: sa.Engine, job_id: str) -> None:
     with engine.begin() as c:
-        c.execute(jobs.update().where(jobs.c.id == job_id).values(status="done", updated_at=now()))
-    log.info("job %s: done", job_id)
+        n = c.execute(jobs.update().where(jobs.c.id == job_id, jobs.c.status != "done")
+                      .values(status="done", updated_at=now())).rowcount
+    if n:
+        log.info("job %s: done", job_id)
 
 
 def save_job_results(engine: sa.Engine, job_id: str, scored: list[tuple[int, ItemResult, Record, dict | None]],
@@ -100,23 +104,24 @@ def save_job_results(engine: sa.Engine, job_id: str, scored: list[tuple[int, Ite
     chunk, the second finds them done and stores nothing (it reported them failed, on a duplicate key). Returns the
     indices whose results this call stored."""
     pending = (job_records.c.job_id == job_id, job_records.c.status == "pending")
+
+    def claim(idx: int, **values) -> bool:  # one row each (RETURNING needs SQLite 3.35; Debian 11 has 3.34)
+        return c.execute(job_records.update().where(*pending, job_records.c.idx == idx).values(**values)).rowcount == 1
+
     with engine.begin() as c:
-        mine: set[int] = set()
-        if scored:
-            mine = set(c.execute(job_records.update().where(*pending, job_records.c.idx.in_([s[0] for s in scored]))
-                                 .values(status="done").returning(job_records.c.idx)).scalars())
+        mine = {idx for idx, *_ in scored if claim(idx, status="done")}
         rows = [_row_of(it, rec, tags, key_name, (job_id, idx), ens) for idx, it, rec, ens in scored if idx in mine]
         if rows:
             c.execute(results.insert(), rows)
         for idx, msg in (failed or {}).items():
-            c.execute(job_records.update().where(*pending, job_records.c.idx == idx).values(status="error", error=msg))
+            claim(idx, status="error", error=msg)
+        was = c.execute(sa.select(jobs.c.status, jobs.c.total).where(jobs.c.id == job_id)).one()
         done = c.execute(sa.select(sa.func.count()).select_from(job_records).where(
             job_records.c.job_id == job_id, job_records.c.status != "pending")).scalar_one()
-        total = c.execute(sa.select(jobs.c.total).where(jobs.c.id == job_id)).scalar_one()
         c.execute(jobs.update().where(jobs.c.id == job_id).values(
-            done=done, status="done" if done >= total else "running", updated_at=now()))
-    if done >= total:
-        log.info("job %s: done, %d records", job_id, total)
+            done=done, status="done" if done >= was.total else "running", updated_at=now()))
+    if done >= was.total and was.status != "done":  # once, by the call that finished it
+        log.info("job %s: done, %d records", job_id, was.total)
     return mine
 
 

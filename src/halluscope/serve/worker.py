@@ -28,6 +28,7 @@ import sqlalchemy as sa
 
 from ..types import Record
 from . import store
+from .db import reason
 
 log = logging.getLogger("halluscope.serve")
 
@@ -74,6 +75,7 @@ class ScoringLoop:
         self.reloads = 0
         self.ready = threading.Event()  # set once the models are loaded (the first check no longer waits for them)
         self.last_error: str | None = None  # the loop's last error, until a pass goes through again
+        self.load_error: str | None = None  # why the models could not be loaded, if they could not
 
     def alive(self) -> bool:
         return self._thread.is_alive()
@@ -115,7 +117,7 @@ class ScoringLoop:
                     self._wake.clear()
                 pause, self.last_error = 0.5, None
             except Exception as e:  # the loop must survive anything: log it, wait longer each time (a database
-                self.last_error = (str(getattr(e, "orig", None) or e).splitlines() or [type(e).__name__])[0]
+                self.last_error = reason(e)
                 log.exception("scoring loop error (next try in %.1f s)", pause)  # that is down), and go on
                 if self.metrics:
                     self.metrics.loop_errors.inc()
@@ -128,7 +130,8 @@ class ScoringLoop:
         try:
             self.detector.scorers()
             log.info("models loaded in %.1f s: ready", time.perf_counter() - t)
-        except Exception:  # scoring will say what is wrong, per request
+        except Exception as e:  # scoring will say what is wrong, per request; readiness says it meanwhile
+            self.load_error = reason(e)
             log.exception("cannot load the models")
         self.ready.set()
 
@@ -195,6 +198,8 @@ class ScoringLoop:
                 for b, _, _ in ok:
                     b.future.set_exception(e)
                 log.exception("cannot store %d checks", len(ok))
+                if self.metrics:
+                    self.metrics.store_errors.inc(len(ok))
                 return []
         out = []
         for one in ok:
@@ -251,8 +256,8 @@ class ScoringLoop:
             except sa.exc.OperationalError:
                 raise
             except Exception as e:
-                reason = (str(getattr(e, "orig", None) or e).splitlines() or [type(e).__name__])[0]
-                store.save_job_results(self.engine, job_id, [], tags, key_name, {one[0]: f"cannot be stored: {reason}"})
+                store.save_job_results(self.engine, job_id, [], tags, key_name,
+                                       {one[0]: f"cannot be stored: {reason(e)}"})
                 if self.metrics:
                     self.metrics.store_errors.inc()
         return stored
