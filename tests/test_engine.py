@@ -142,13 +142,16 @@ def test_loading_a_model_leaves_the_applications_transformers_settings_alone():
 
     from halluscope.models.encoder import Encoder
 
+    level, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
     hf_logging.set_verbosity_info()
     hf_logging.enable_progress_bar()
     try:
         Encoder()
         assert hf_logging.get_verbosity() == hf_logging.INFO and hf_logging.is_progress_bar_enabled()
     finally:
-        hf_logging.set_verbosity_warning()
+        hf_logging.set_verbosity(level)
+        (hf_logging.enable_progress_bar if bars else hf_logging.disable_progress_bar)()
+
 
 def test_default_probability_is_the_same_alone_and_in_a_batch_of_20(detector_models, wikibio):
     examples, _ = read_records(example_path())

@@ -121,6 +121,7 @@ def test_a_failed_judgement_or_mqag_stage_is_missing_and_the_batch_goes_on(serve
     finally:
         proxy.stop()
 
+
 def test_api_key_is_sent_but_never_stored(server, tmp_path, monkeypatch):
     monkeypatch.setenv("HALLU_TEST_KEY", "sk-secret-123")
     be = OpenAIBackend("gemma", base_url=server.base_url, api_key_env="HALLU_TEST_KEY")

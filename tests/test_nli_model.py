@@ -386,9 +386,8 @@ def test_train_nli_end_to_end_on_a_tiny_slice(tmp_path, data_dir):
     finally:
         os.umask(old_umask)
     assert rec["args"]["steps"] > 1 and not (tmp_path / "checkpoint.pt").exists()  # finished: the checkpoint goes
-    assert {f.name: oct(f.stat().st_mode & 0o777) for f in (tmp_path / "model").iterdir()} == {
-        n: "0o644" for n in ("model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json",
-                             "training.json")}  # safetensors alone wrote 0600
+    modes = {f.name: oct(f.stat().st_mode & 0o777) for f in (tmp_path / "model").iterdir()}
+    assert "model.safetensors" in modes and set(modes.values()) == {"0o644"}, modes  # safetensors alone wrote 0600
     assert 0 <= rec["metrics"]["mnli_dev_matched"]["accuracy_3way"] <= 1
     assert "synthetic" in rec["mixture"] and rec["mixture"]["snli_dev"]["licence"].startswith("CC BY-SA")
     assert rec["mixture"]["claims"]["pairs"] == 40 and rec["args"]["claims"] == 10_000

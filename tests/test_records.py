@@ -179,6 +179,7 @@ def test_detector_options_are_checked_when_it_is_made():
         with pytest.raises(ValueError, match=re.escape(want)):
             Detector(**kw)
 
+
 def test_malformed_lines_of_every_kind_are_reported_and_valid_records_scored(tmp_path):
     """Valid records among malformed lines (invalid UTF-8 bytes included): each valid record is scored, each other
     line is reported with its record and field (on screen and in OUTPUT.errors.jsonl), and the exit code is 3."""
@@ -271,7 +272,6 @@ def test_byte_order_marks_ids_nul_and_content_free_text(tmp_path):
             read_records(tmp_path / name)
 
 
-
 def test_a_broken_csv_row_is_named_and_never_swallows_the_rest(tmp_path):
     """A row with more or fewer fields than the header is an error of that row (its data would land in the wrong
     columns; extra fields were dropped in silence); a quote left open is an error of the file naming the row's line
@@ -293,6 +293,7 @@ def test_a_broken_csv_row_is_named_and_never_swallows_the_rest(tmp_path):
     open_quote.write_text('id,response,samples\na,Paris.,"[""P.""]"\nb,"never closed,[]\nc,Rome.,[]\n')
     with pytest.raises(RecordError, match=r"the row from line 3: a quote is left open"):
         read_records(open_quote)
+
 
 def test_resume_keeps_only_what_this_run_would_write(tmp_path):
     """A resumed .jsonl keeps a record scored with this run's methods, response and sample count; a record whose

@@ -263,6 +263,21 @@ def write_errors(errors: list[RecordError], path: str | Path) -> Path:
 # ---------------------------------------------------------------------------------------------------- results
 
 
+def plain_mode() -> int:
+    """The mode a plain write gives a new file: 0666 less the process's umask, read from /proc where it can be (so
+    that no other thread makes a file meanwhile under a cleared umask)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` whole or not at all: through a temporary file in the same folder, flushed, then
     renamed over it, so an interruption or an error leaves the earlier file as it was (and no temporary file). The

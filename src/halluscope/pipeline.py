@@ -324,8 +324,8 @@ class Detector:
         file) each record is written as soon as it is scored, and ``resume=True`` skips the records already there
         (scored with the same methods, response and sample count); without it the file is started afresh (a batch
         job run again over the same output wants ``resume=True``; ``score_with_ray`` resumes by default). Another type
-        (.json, .csv, .parquet) is written at the end. ``evidence`` replaces the samples as what each sentence is checked against (e.g. a reference
-        passage).
+        (.json, .csv, .parquet) is written at the end. ``evidence`` replaces the samples as what each sentence is
+        checked against (e.g. a reference passage, or the first k samples).
         """
         self.timings = {}
         if output is not None and check_output(output).suffix.lower() != ".jsonl":

@@ -99,7 +99,8 @@ MethodOptionOpt = typer.Option(None, "--method-option", help="METHOD.KEY=VALUE: 
                                 "'judge_panel.judges=[\"verdict\",\"likert\"]', p_true.samples=5; repeatable.")
 DataOpt = typer.Option(None, "--data", help="The data folder (wikibio/, sac3_nq_open/, questions/, nli/; default: "
                        "$HALLUSCOPE_DATA or ../shared/data).")
-FirstSamplesOpt = typer.Option(None, "--samples", min=1, help="Use only the first K samples of each record.")
+FirstSamplesOpt = typer.Option(None, "--samples", min=1, help="Use only the first K samples of each record (none "
+                               "is drawn: check -n draws).")
 
 
 def example_path() -> Path:

@@ -266,12 +266,14 @@ class ComponentScorer:
         ``llm``, an LLM method such as p_true or judge_panel): confidence = 1 - its answer score (NaN stays NaN).
         Same shared models, so its NLI pairs and embeddings are shared too."""
         from ..pipeline import Detector
-        from ..types import Record
+        from ..types import Record, has_content
 
         det = Detector(methods=list(self.engine_methods), llm=self.llm, method_options=self.method_options)
         det._models.update({k: v for k, v in (("encoder", self.encoder), ("nli", self.nli)) if v is not None})
-        recs = [Record(response=it.response, samples=list(it.samples), id=str(k), prompt=it.question)
-                for k, it in enumerate(items)]
+        # samples with no content (an empty generation) are left out, as the sampler leaves them out: the record
+        # is checked as any record is, and one empty sample would fail it whole
+        recs = [Record(response=it.response, samples=[s for s in it.samples if has_content(s)], id=str(k),
+                       prompt=it.question) for k, it in enumerate(items)]
         res = det.score([r for r in recs if r.samples])
         for it in res.items:
             for m in self.engine_methods:

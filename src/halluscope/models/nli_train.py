@@ -174,9 +174,10 @@ def train_nli(
     rec = export_nli(run.model, run.tok, out, pairs, dict(
         recorded, steps=run.total, device=dev.type, train_seconds=round(run.before + time.time() - t0)), data,
         eval_limit, log)
-    run.ckpt.unlink(missing_ok=True)  # its weights are in OUT/model now; the optimizer state is three times them
     if part_mb:
         log(f"parts of at most {part_mb:g} MB: {write_parts(out / 'model', out / 'model_parts', part_mb)}")
+    run.ckpt.unlink(missing_ok=True)  # last: its weights are in OUT/model; the optimizer state is three times them
+    log(f"finished: {out / 'model'} (the checkpoint is removed: a re-run with this --out trains again)")
     return rec
 
 
@@ -306,11 +307,12 @@ def export_nli(model, tok, out: Path, pairs: list[Pair], args: dict, data: Path,
 def _plain_modes(folder: Path) -> None:
     """Give the files of ``folder`` the mode a plain write gives (0666 less the umask): safetensors writes its file
     0600, which another user of a shared model folder (or a package built from it) cannot read."""
-    umask = os.umask(0)
-    os.umask(umask)
+    from ..io import plain_mode
+
+    mode = plain_mode()
     for f in folder.iterdir():
         if f.is_file():
-            f.chmod(0o666 & ~umask)
+            f.chmod(mode)
 
 
 def _base_record(base: str) -> dict | None:

@@ -13,6 +13,7 @@ network access).
 from __future__ import annotations
 
 import contextlib
+import threading
 from pathlib import Path
 
 ENCODER_ALIASES = {"minilm": "sentence-transformers/all-MiniLM-L6-v2"}
@@ -90,19 +91,31 @@ def resolve_nli_path(name: str) -> str:
     return resolve_encoder_path(name)
 
 
+_QUIET = threading.Lock()
+_QUIET_DEPTH = [0]  # loads under way
+_SAVED: list = []  # the application's verbosity and bars, while any load is under way
+
+
 @contextlib.contextmanager
 def quiet_transformers():
     """Only halluscope's own output while a model loads: transformers' weight-loading bars and load reports are off
     (errors still show), and its settings as they were afterwards (an application that uses transformers keeps its
-    warnings and bars). Every model loader loads within it."""
+    warnings and bars). Every loader loads its model's weights within it; loads in several threads
+    at once share one quiet spell."""
     from transformers.utils import logging as hf_logging
 
-    level, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
+    with _QUIET:  # loaders in several threads: the first saves the settings, the last puts them back
+        if not _QUIET_DEPTH[0]:
+            _SAVED[:] = [hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()]
+            hf_logging.set_verbosity_error()
+            hf_logging.disable_progress_bar()
+        _QUIET_DEPTH[0] += 1
     try:
         yield
     finally:
-        hf_logging.set_verbosity(level)
-        if bars:
-            hf_logging.enable_progress_bar()
+        with _QUIET:
+            _QUIET_DEPTH[0] -= 1
+            if not _QUIET_DEPTH[0]:
+                hf_logging.set_verbosity(_SAVED[0])
+                if _SAVED[1]:
+                    hf_logging.enable_progress_bar()
