@@ -171,9 +171,8 @@ def train_nli_cmd(
     evaluation: Optional[Path] = typer.Option(None, "--evaluation", help="With --package: the JSON of "
                                               "`halluscope evaluate-nli --json` for the card's metrics table."),
 ):
-    """Train halluscope's own 3-way NLI cross-encoder (entailment / neutral / contradiction) on the documented mixture
-    of data/nli plus synthetic sentence-vs-evidence pairs, evaluate it and export it to OUT/model (resumable until it
-    finishes: a run stopped early continues with the same --out)."""
+    """Train halluscope's own 3-way NLI cross-encoder (entailment / neutral / contradiction) on data/nli plus synthetic
+    sentence-vs-evidence pairs, evaluate it and export it to OUT/model (a stopped run goes on with the same --out)."""
     opts = {k: v for k, v in locals().items() if k not in ("out", "data", "package", "evaluation", "stop_after")}
     from ..evaluation.wikibio import default_data_dir
     from ..models.nli_train import train_nli

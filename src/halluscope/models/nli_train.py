@@ -174,11 +174,17 @@ def train_nli(
     rec = export_nli(run.model, run.tok, out, pairs, dict(
         recorded, steps=run.total, device=dev.type, train_seconds=round(run.before + time.time() - t0)), data,
         eval_limit, log)
+    _finish(run, out, part_mb, log)
+    return rec
+
+
+def _finish(run: "_Run", out: Path, part_mb: float, log) -> None:
+    """A finished run's last steps: the weights in parts where asked, then the checkpoint removed (last, so that a
+    failure before leaves it to continue from; its weights are in OUT/model, the optimizer state three times them)."""
     if part_mb:
         log(f"parts of at most {part_mb:g} MB: {write_parts(out / 'model', out / 'model_parts', part_mb)}")
-    run.ckpt.unlink(missing_ok=True)  # last: its weights are in OUT/model; the optimizer state is three times them
+    run.ckpt.unlink(missing_ok=True)
     log(f"finished: {out / 'model'} (the checkpoint is removed: a re-run with this --out trains again)")
-    return rec
 
 
 class _Run:
