@@ -178,6 +178,11 @@ def test_detector_options_are_checked_when_it_is_made():
                      ({"chunk_size": 0}, "chunk_size must be a whole number of records, at least 1")):
         with pytest.raises(ValueError, match=re.escape(want)):
             Detector(**kw)
+    # what only the model can tell (its number of layers) fails at load(), before any request
+    with pytest.raises(ValueError, match="layer must be in 1..6 for minilm, got 99"):
+        Detector(methods="bertscore", layer=99).load()
+    det = Detector(methods="ngram1_max")
+    assert det.load() is det
 
 
 def test_malformed_lines_of_every_kind_are_reported_and_valid_records_scored(tmp_path):

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import httpx
 import pytest
@@ -69,7 +70,8 @@ def test_keys_and_scopes(server):
     assert httpx.post(url + "/v1/keys", json={"name": "x"}, headers=h(submitter)).status_code == 403
     assert httpx.get(url + "/metrics", headers=h(submitter)).status_code == 403
     assert httpx.post(url + "/v1/admin/reload", headers=h(reviewer)).status_code == 403
-    assert httpx.post(url + "/v1/admin/reload", headers=h(server.admin_key)).json() == {"reloading": True}
+    assert httpx.post(url + "/v1/admin/reload", headers=h(server.admin_key)).json() == {
+        "reloading": True, "calibration": None, "exists": False}  # no --calibration: the packaged one is served
     assert httpx.get(url + "/v1/jobs/nope", headers=h(reviewer)).status_code == 404
     assert httpx.get(url + "/v1/results", headers={"X-API-Key": reviewer}).status_code == 200
     kid = next(k["id"] for k in listed if k["name"] == "sub")
@@ -293,6 +295,7 @@ def test_no_auth_only_on_loopback_and_bad_settings_are_one_line_before_anything_
     assert "--job-chunk must be a whole number, at least 1" in serve("--db", db, "--job-chunk", "0")
     assert "--max-batch must be a whole number" in serve("--db", db, "--max-batch", "0")
     assert "--port must be 1-65535" in serve("--db", db, "--port", "99999")
+    assert "--log-level must be debug, info, warning or error" in serve("--db", db, "--log-level", "loud")
     import socket
 
     with socket.socket() as taken:
@@ -455,6 +458,22 @@ def test_a_database_away_is_a_json_503_and_readiness_says_why(tmp_path, monkeypa
         assert ready.status_code == 503 and ready.json()["reasons"] == [
             "the scoring loop has stopped", "database unavailable: database or disk is full"]
 
+
+def test_a_read_only_database_folder_is_said_so(tmp_path, monkeypatch):
+    """SQLite in WAL mode writes beside its file: a folder that cannot be written (a read-only mount, where even
+    root cannot write; os.access stands in for one here) is said so before the start ("unable to open database
+    file" before)."""
+    import os
+
+    from halluscope.serve.db import url_of, writable
+
+    db = tmp_path / "s.db"
+    db.write_bytes(b"")
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: False if Path(p) == tmp_path else real(p, mode))
+    with pytest.raises(ValueError, match=f"the database's folder {tmp_path} is read-only: SQLite writes s.db-wal"):
+        writable(url_of(db))
+    writable(url_of(tmp_path / "elsewhere" / "new.db"))  # a folder to be made: no error
 
 def test_models_that_cannot_load_keep_the_server_unready(tmp_path):
     """A model that cannot be loaded (a wrong path) leaves /readyz at 503 with the reason and the readiness series

@@ -251,6 +251,12 @@ class Detector:
     def nli_model(self):
         return self.artefacts().nli()
 
+    def load(self) -> "Detector":
+        """Load every model the chosen methods need, now: an application calls it at start, so that a wrong path or
+        layer fails there and the first request does not wait for the models. Returns the detector."""
+        self.scorers()
+        return self
+
     def scorers(self) -> list[Any]:
         """One scorer per group of the chosen methods (the registry builds each group once)."""
         if not self._scorers:

@@ -46,6 +46,7 @@ def serve(
     cache: Optional[Path] = CacheOpt,
     llm: bool = typer.Option(False, "--llm", help="Draw samples for prompt-only checks with the packaged local "
                              "model (or the one --model/--base-url names)."),
+    log_level: str = typer.Option("info", "--log-level", help="debug, info, warning (no line per request) or error."),
 ):
     """Run the monitoring service: POST /v1/check and /v1/jobs, results, statistics, the dashboard (/) and the
     review queue (/review); OpenAPI docs at /docs. On first start an admin API key is printed once."""
@@ -57,7 +58,7 @@ def serve(
                       auth=not no_auth, rate_limit=rate_limit, max_body_mb=max_body_mb, max_chars=max_chars,
                       max_batch=max_batch,
                       job_chunk=job_chunk, samples=samples, llm=sampler)
-    run(cfg, host=host, port=port)
+    run(cfg, host=host, port=port, log_level=log_level)
 
 
 @app.command()

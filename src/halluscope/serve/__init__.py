@@ -28,11 +28,14 @@ def run(config: ServeConfig, host: str = "127.0.0.1", port: int = 8000, log_leve
     import uvicorn
 
     from .auth import ensure_admin_key
-    from .db import make_engine, reason, shown
+    from .db import make_engine, reason, shown, url_of, writable
 
     if not config.auth and not is_loopback(host):
         raise ValueError(f"--no-auth is only allowed on a loopback address, not {host}")
     _can_listen(host, port)  # before the database is touched: no admin key printed for a server that never ran
+    writable(url_of(config.db))
+    if log_level not in ("debug", "info", "warning", "error"):
+        raise ValueError(f"--log-level must be debug, info, warning or error, got {log_level!r}")
     safe = shown(config.db)
     try:
         app = create_app(config)  # checks the methods and the calibration file: nothing is written before
@@ -51,7 +54,7 @@ def run(config: ServeConfig, host: str = "127.0.0.1", port: int = 8000, log_leve
         cal = f"; calibration {config.calibration}, watched{'' if there else ': the packaged one until it appears'}"
     print(f"halluscope: serving on http://{host}:{port} (database {safe}{cal}; docs at /docs)", file=sys.stderr,
           flush=True)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, log_config=log_config())
+    uvicorn.run(app, host=host, port=port, log_level=log_level, log_config=log_config(log_level))
 
 
 def _can_listen(host: str, port: int) -> None:
@@ -79,7 +82,7 @@ def _can_listen(host: str, port: int) -> None:
         raise ValueError(f"cannot listen on {host}:{port}: {(in_use or errors)[0].strerror}")
 
 
-def log_config() -> dict:
+def log_config(level: str = "info") -> dict:
     """uvicorn's logging with a time (ISO 8601, with its offset) on every line, halluscope's own lines among
     them (job and key events, store errors), each with its level."""
     import copy
@@ -91,5 +94,5 @@ def log_config() -> dict:
     cfg["formatters"]["default"].update(fmt="%(asctime)s %(levelprefix)s %(message)s", **when)
     cfg["formatters"]["access"].update(
         fmt='%(asctime)s %(levelprefix)s %(client_addr)s - "%(request_line)s" %(status_code)s', **when)
-    cfg["loggers"]["halluscope"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    cfg["loggers"]["halluscope"] = {"handlers": ["default"], "level": level.upper(), "propagate": False}
     return cfg

@@ -586,9 +586,12 @@ def delete_key(key_id: int, request: Request, _: Principal = Depends(require("ad
 @api.post("/v1/admin/reload", tags=["admin"])
 def reload(request: Request, _: Principal = Depends(require("admin"))):
     """Rebuild the detector with the calibration file and its tuned ensemble now, between two batches (they are
-    also picked up by themselves when the file changes)."""
-    _service(request).loop.request_reload()
-    return {"reloading": True}
+    also picked up by themselves when the file changes). ``calibration`` says which file that is, and whether it is
+    there (the packaged calibration is served while it is not)."""
+    hs = _service(request)
+    hs.loop.request_reload()
+    cal = hs.config.calibration
+    return {"reloading": True, "calibration": cal, "exists": bool(cal) and Path(cal).is_file()}
 
 
 @api.get("/metrics", tags=["service"])

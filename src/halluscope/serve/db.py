@@ -117,6 +117,21 @@ def sqlite_file(url: str) -> Path | None:
     return Path(url[len("sqlite:///"):]) if url.startswith("sqlite:///") else None
 
 
+def writable(url: str) -> None:
+    """A SQLite database whose file or folder cannot be written is an error that says so (SQLite said "unable to
+    open database file"): in WAL mode it writes ``-wal`` and ``-shm`` files beside the database."""
+    import os
+
+    file = sqlite_file(url)
+    if file is None:
+        return
+    if file.exists() and not os.access(file, os.W_OK):
+        raise ValueError(f"the database {file} is read-only: the service writes to it")
+    if file.parent.is_dir() and not os.access(file.parent, os.W_OK):
+        raise ValueError(f"the database's folder {file.parent} is read-only: SQLite writes {file.name}-wal and "
+                         f"{file.name}-shm beside the database")
+
+
 def reason(e: BaseException) -> str:
     """A database error's first line, as messages quote it (the driver's own where SQLAlchemy wraps one)."""
     return (str(getattr(e, "orig", None) or e).strip().splitlines() or [type(e).__name__])[0]

@@ -128,7 +128,7 @@ class ScoringLoop:
         """Load the models before the first check comes (readiness waits for this)."""
         t = time.perf_counter()
         try:
-            self.detector.scorers()
+            self.detector.load()
             log.info("models loaded in %.1f s: ready", time.perf_counter() - t)
         except Exception as e:  # scoring will say what is wrong, per request; readiness says it meanwhile
             self.load_error = reason(e)
