@@ -40,6 +40,8 @@ LIMITS = {
     "halluscope ensemble score": "",
     "halluscope ensemble presets": "",
     "halluscope submit": "",
+    "halluscope jobs list": "",
+    "halluscope prune": "",
     "python docs/screenshot.py": "",
     "curl": "",
 }
@@ -49,6 +51,7 @@ NOT_RUN = {
     "OPENAI_API_KEY=": "needs a key and the internet, which CI does not have",
     "halluscope serve": "started in the background by this test (it serves until stopped)",
     "--job JOB_ID": "needs the id the line before printed; tests/test_serve.py follows a job sent with --no-wait",
+    "HALLUSCOPE_API_KEY=$KEY halluscope jobs cancel": "needs a job id; tests/test_serve.py cancels a job with it",
     "--address auto": "joins a running Ray cluster (`ray start --head`); the same scoring on a local Ray runs above",
     "--address ray://": "a remote cluster's address that does not exist here; tests/test_scale_ray.py covers Ray",
     "--device cuda": "needs a CUDA GPU; tests/test_nli_model.py trains from a gzipped and an xz --mixture on the CPU, "

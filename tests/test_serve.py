@@ -519,9 +519,18 @@ def test_submit_command_and_async_client(server, wikibio, tmp_path):
 
     async def go():
         async with AsyncClient(server.url, key=server.admin_key) as c:
-            return await asyncio.gather(*(c.check(**SHORT[k % 2]) for k in range(4)))
+            checks = await asyncio.gather(*(c.check(**SHORT[k % 2]) for k in range(4)))
+            job = await c.submit(SHORT, tags={"via": "async"})
+            done = await c.wait(job["id"], poll=0.2, timeout=120)
+            rows = [r async for r in c.job_results(job["id"], page=1)]
+            one = await c.result(rows[0]["id"])
+            await c.review(one["id"], 0, "inaccurate")
+            found = await c.results(tags={"via": "async"})
+            return checks, done, rows, found, (await c.result(one["id"]))["reviews"]
 
-    got = asyncio.run(go())
+    got, done, rows, found, reviews = asyncio.run(go())
+    assert done["status"] == "done" and [r["record_id"] for r in rows] == ["wrong", "right"]
+    assert found["total"] == 2 and [v["label"] for v in reviews] == ["inaccurate"]
     assert [g["record_id"] for g in got] == ["wrong", "right", "wrong", "right"]
     assert abs(got[0]["probability"] - got[2]["probability"]) < 1e-6  # the same answer scores the same in any batch
 
@@ -870,3 +879,124 @@ def test_a_record_the_database_refuses_fails_alone(tmp_path, monkeypatch):
         assert store.get_job(engine, nxt)["done"] == 1
     finally:
         loop.stop()
+
+
+def _aged(engine, table, days: float, **where) -> None:
+    """Move rows of ``table`` ``days`` into the past (created_at, and updated_at where it has one)."""
+    import datetime as dt
+
+    cols = {"created_at": dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=days)}
+    if "updated_at" in table.c:
+        cols["updated_at"] = cols["created_at"]
+    with engine.begin() as c:
+        c.execute(table.update().where(*(table.c[k] == v for k, v in where.items())).values(**cols))
+
+
+def test_cancel_list_and_prune_jobs_in_the_store(db, request, tmp_path):
+    """A cancelled job's pending records are never scored, and a chunk scored meanwhile stores nothing; only the
+    sending key or an admin cancels; jobs list newest first with their failures; prune deletes old results (reviewed
+    ones only when asked, never a running job's) and finished jobs, and --dry-run counts the same."""
+    import sqlalchemy as sa
+
+    from halluscope.pipeline import Detector
+    from halluscope.serve import store
+    from halluscope.serve.db import jobs, make_engine, results
+    from halluscope.types import Record
+
+    url = _fresh_db(db, request, tmp_path, "cancel")
+    engine = make_engine(url)
+    det = Detector(methods="ngram1_max")
+
+    def score(todo):
+        recs = [Record.from_dict(t[2], t[1]) for t in todo]
+        return [(t[1], it, rec, None) for t, it, rec in zip(todo, det.score(recs), recs)]
+
+    three = [{**SHORT[i % 2], "id": f"r{i}"} for i in range(3)]
+    jid = store.create_job(engine, three, {"app": "a"}, "team-a")
+    first = store.pending_job_records(engine, 1)
+    assert store.save_job_results(engine, jid, score(first), {}, "team-a", {}) == {0}
+    in_flight = score(store.pending_job_records(engine, 1))  # being scored while the job is cancelled
+    with pytest.raises(PermissionError, match="another key"):
+        store.cancel_job(engine, jid, "team-b", admin=False)
+    job = store.cancel_job(engine, jid, "team-a", admin=False)
+    assert (job["status"], job["done"], job["total"], job["key_name"]) == ("cancelled", 1, 3, "team-a")
+    assert store.save_job_results(engine, jid, in_flight, {}, "team-a", {}) == set()  # stores nothing
+    assert store.get_job(engine, jid)["status"] == "cancelled" and store.pending_job_records(engine, 16) == []
+    assert store.cancel_job(engine, jid, "root", admin=True)["status"] == "cancelled"  # again: no change
+    other = store.create_job(engine, [{**SHORT[0], "id": "x"}, {"id": "bad"}], {}, "team-b")
+    todo = store.pending_job_records(engine, 16)
+    store.save_job_results(engine, other, score(todo[:1]), {}, "team-b", {1: "no response"})
+    with pytest.raises(ValueError, match="is done"):
+        store.cancel_job(engine, other, "team-b", admin=False)
+    _aged(engine, jobs, 1, id=jid)  # the older of the two
+    listed = store.list_jobs(engine)
+    assert [(j["id"], j["status"], j["failed"]) for j in listed["items"]] == [(other, "done", 1),
+                                                                                (jid, "cancelled", 0)]
+    assert [j["id"] for j in store.list_jobs(engine, status="cancelled")["items"]] == [jid]
+    with pytest.raises(ValueError, match="status"):
+        store.list_jobs(engine, status="finished")
+
+    # prune: a reviewed result, a checked one, a running job's, all 40 days old; the finished jobs too
+    kept = store.save_results(engine, [(it, rec, {}, None, None) for _, it, rec, _ in score(
+        [("", 0, {**SHORT[0], "id": "checked"}, {}, None), ("", 1, {**SHORT[1], "id": "reviewed"}, {}, None)])])
+    store.add_review(engine, kept[1]["id"], None, "accurate", "someone")
+    running = store.create_job(engine, three, {}, None)
+    store.save_job_results(engine, running, score(store.pending_job_records(engine, 1)), {}, None, {})
+    _aged(engine, results, 40)
+    for j in (jid, other):
+        _aged(engine, jobs, 40, id=j)
+    cmd = [sys.executable, "-m", "halluscope", "prune", "--db", url, "--before", "30d"]
+    dry = subprocess.run(cmd + ["--dry-run"], capture_output=True, text=True, timeout=120)
+    assert dry.returncode == 0 and "would delete 3 results (0 reviews), 2 jobs (5 records)" in dry.stdout, dry
+    real = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert real.returncode == 0 and "deleted 3 results (0 reviews), 2 jobs (5 records)" in real.stdout, real
+    with engine.connect() as c:
+        left = sorted(c.execute(sa.select(results.c.record_id)).scalars())
+    assert left == ["r0", "reviewed"]  # the running job's, and the reviewed one
+    assert store.prune(engine, store.now(), reviewed=True)["reviews"] == 1
+    assert store.get_job(engine, running)["status"] == "running" and store.get_job(engine, jid) is None
+    future = subprocess.run(cmd[:-1] + ["2999-01-01"], capture_output=True, text=True, timeout=120)
+    assert future.returncode == 2 and "in the future" in future.stderr
+    engine.dispose()
+
+
+def test_jobs_listed_and_cancelled_over_http_and_the_cli(server, wikibio, tmp_path):
+    """GET /v1/jobs, DELETE /v1/jobs/{id} (403 for another submit key, 409 once done), the clients' wait ending on
+    a cancelled job, `halluscope jobs list|cancel`, and `submit --job` of a cancelled job (its results written,
+    exit 2 saying how many records were not scored)."""
+    with server.client() as c:
+        other = c.request("POST", "/v1/keys", json={"name": f"other-{uuid.uuid4().hex[:6]}", "scopes": ["submit"]})
+        jid = c.submit(_wiki(wikibio, 40, samples=4, start=40), tags={"run": "cancel"})["id"]
+    env = {"HALLUSCOPE_API_KEY": server.admin_key, "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
+    with server.client(other["key"]) as c:
+        with pytest.raises(Exception, match="HTTP 403.*another key"):
+            c.cancel(jid)
+        assert jid in [j["id"] for j in c.jobs(status="running")["items"] + c.jobs(status="queued")["items"]]
+    cli = [sys.executable, "-m", "halluscope", "jobs"]
+    r = subprocess.run(cli + ["cancel", jid, "--server", server.url], capture_output=True, text=True, timeout=120,
+                       env=env)
+    assert r.returncode == 0 and f"job {jid}: cancelled" in r.stdout, r.stderr
+    with server.client() as c:
+        j = c.wait(jid, poll=0.2, timeout=60)
+        assert j["status"] == "cancelled" and j["done"] < 40
+        time.sleep(2)  # a chunk scored when the job was cancelled stores nothing
+        assert len(list(c.job_results(jid))) == c.job(jid)["done"] == j["done"]
+        with pytest.raises(Exception, match="HTTP 404"):
+            c.cancel("nope")
+    listed = subprocess.run(cli + ["list", "--server", server.url, "--status", "cancelled"], capture_output=True,
+                            text=True, timeout=120, env=env)
+    assert listed.returncode == 0, listed.stderr
+    head, *rows = listed.stdout.splitlines()
+    assert head.split("\t") == ["id", "status", "done", "failed", "key", "tags", "created"]
+    mine = [x.split("\t") for x in rows if x.startswith(jid)]
+    assert mine and mine[0][1:3] == ["cancelled", f"{j['done']}/40"] and mine[0][5] == "run:cancel"
+    out = tmp_path / "cancelled.jsonl"
+    got = subprocess.run([sys.executable, "-m", "halluscope", "submit", "--job", jid, "--server", server.url, "-o",
+                          str(out)], capture_output=True, text=True, timeout=120, env=env)
+    assert got.returncode == 2 and f"{40 - j['done']} of its 40 records were not scored" in got.stderr, got.stderr
+    assert len(out.read_text().splitlines()) == j["done"]
+    with server.client() as c:
+        small = c.submit([SHORT[0]])["id"]
+        c.wait(small, poll=0.2, timeout=120)
+        with pytest.raises(Exception, match="HTTP 409.*is done"):
+            c.cancel(small)

@@ -4,6 +4,9 @@
     c = Client("http://127.0.0.1:8000", key="hs_...")          # or HALLUSCOPE_API_KEY in the environment
     r = c.check(response="...", samples=["...", "..."], tags={"model": "gpt-4o"})
     job = c.submit(records, tags={"app": "support-bot"}); c.wait(job["id"]); rows = list(c.job_results(job["id"]))
+    c.jobs(status="running"); c.cancel(job_id)                   # list jobs; cancel one (its key's, or as admin)
+
+:class:`AsyncClient` has the same calls, awaited (``async for row in ac.job_results(id)``).
 
 Connection errors, 429 (after its Retry-After) and 5xx answers are retried with exponential back-off (tenacity);
 4xx answers are not retried and raise :class:`ServiceError` with the server's detail (for a 422: each bad record and
@@ -12,9 +15,10 @@ field).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
-from typing import Any, Iterable, Iterator
+from typing import Any, AsyncIterator, Iterable, Iterator
 
 import httpx
 from tenacity import AsyncRetrying, Retrying, retry_if_exception, stop_after_attempt, wait_exponential
@@ -115,16 +119,22 @@ class Client(_Base):
     def job(self, job_id: str) -> dict:
         return self.request("GET", f"/v1/jobs/{job_id}")
 
+    def jobs(self, status: str | None = None, offset: int = 0, limit: int = 50) -> dict:
+        return self.request("GET", "/v1/jobs", params=_params(dict(status=status, offset=offset, limit=limit)))
+
+    def cancel(self, job_id: str) -> dict:
+        """Cancel a job (its records not yet scored never are); returns the job."""
+        return self.request("DELETE", f"/v1/jobs/{job_id}")
+
     def wait(self, job_id: str, poll: float = 1.0, timeout: float | None = None, progress=None) -> dict:
+        """Poll a job until it is done or cancelled; returns it (``status`` says which)."""
         t0 = time.monotonic()
         while True:
             j = self.job(job_id)
             if progress:
                 progress(j)
-            if j["status"] == "done":
+            if _ended(j, job_id, t0, timeout):
                 return j
-            if timeout is not None and time.monotonic() - t0 > timeout:
-                raise TimeoutError(f"job {job_id}: {j['done']}/{j['total']} after {timeout} s")
             time.sleep(poll)
 
     def job_results(self, job_id: str, page: int = 200) -> Iterator[dict]:
@@ -185,8 +195,51 @@ class AsyncClient(_Base):
     async def job(self, job_id: str) -> dict:
         return await self.request("GET", f"/v1/jobs/{job_id}")
 
+    async def jobs(self, status: str | None = None, offset: int = 0, limit: int = 50) -> dict:
+        return await self.request("GET", "/v1/jobs", params=_params(dict(status=status, offset=offset, limit=limit)))
+
+    async def cancel(self, job_id: str) -> dict:
+        return await self.request("DELETE", f"/v1/jobs/{job_id}")
+
+    async def wait(self, job_id: str, poll: float = 1.0, timeout: float | None = None, progress=None) -> dict:
+        t0 = time.monotonic()
+        while True:
+            j = await self.job(job_id)
+            if progress:
+                progress(j)
+            if _ended(j, job_id, t0, timeout):
+                return j
+            await asyncio.sleep(poll)
+
+    async def job_results(self, job_id: str, page: int = 200) -> AsyncIterator[dict]:
+        offset = 0
+        while True:
+            got = await self.request("GET", f"/v1/jobs/{job_id}/results", params={"offset": offset, "limit": page})
+            for item in got["items"]:
+                yield item
+            offset += len(got["items"])
+            if not got["items"] or offset >= got["total"]:
+                return
+
+    async def results(self, **filters) -> dict:
+        return await self.request("GET", "/v1/results", params=_params(filters))
+
+    async def result(self, uid: str) -> dict:
+        return await self.request("GET", f"/v1/results/{uid}")
+
+    async def review(self, uid: str, sentence: int | None, label: str) -> dict:
+        return await self.request("POST", f"/v1/results/{uid}/reviews", json={"sentence": sentence, "label": label})
+
     async def stats(self, **filters) -> dict:
         return await self.request("GET", "/v1/stats", params=_params(filters))
+
+
+def _ended(j: dict, job_id: str, t0: float, timeout: float | None) -> bool:
+    if j["status"] in ("done", "cancelled"):
+        return True
+    if timeout is not None and time.monotonic() - t0 > timeout:
+        raise TimeoutError(f"job {job_id}: {j['done']}/{j['total']} after {timeout} s")
+    return False
 
 
 def _params(filters: dict) -> dict:

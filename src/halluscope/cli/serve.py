@@ -1,4 +1,4 @@
-"""Service commands: serve, submit, keys."""
+"""Service commands: serve, submit, jobs (list, cancel), prune, keys (create, list, revoke)."""
 
 from __future__ import annotations
 
@@ -106,6 +106,9 @@ def submit(
     if output:
         output.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
         err.print(f"written to {output}")
+    if j["status"] == "cancelled":
+        raise ValueError(f"job {j['id']} was cancelled: {j['total'] - j['done']} of its {j['total']} records were "
+                         "not scored")
     failed = [RecordError(recs[e["index"]].id if e["index"] < len(recs) else f"position {e['index']}", "<scoring>",
                           e["message"]) for e in j["errors"]]
     for e in failed:
@@ -145,6 +148,88 @@ def _follow(c, job_id: str) -> tuple[dict, list[dict]]:
     return j, list(c.job_results(job_id))
 
 
+jobs_app = typer.Typer(rich_markup_mode="markdown", help="A running service's jobs: list them, cancel one.")
+app.add_typer(jobs_app, name="jobs")
+
+
+@jobs_app.command("list")
+@fails
+def jobs_list(server: str = ServerOpt, key_env: str = KeyEnvOpt,
+              status: Optional[str] = typer.Option(None, "--status", help="queued, running, done or cancelled."),
+              limit: int = typer.Option(50, "--limit", help="The newest N jobs (at most 1000).")):
+    """List the jobs, newest first, tab-separated under a header: id, status, records done of total, failed, the
+    key that sent it, tags, created (UTC)."""
+    import os
+
+    from ..client import Client
+
+    with Client(server, key=os.environ.get(key_env)) as c, _asking(server, key_env):
+        got = c.jobs(status=status, limit=limit)
+    print("id\tstatus\tdone\tfailed\tkey\ttags\tcreated")
+    for j in got["items"]:
+        tags = ",".join(f"{k}:{v}" for k, v in j["tags"].items())
+        print(f"{j['id']}\t{j['status']}\t{j['done']}/{j['total']}\t{j['failed']}\t{j['key_name'] or '-'}\t"
+              f"{tags or '-'}\t{j['created_at']}")
+    if got["total"] > len(got["items"]):
+        err.print(f"{len(got['items'])} of {got['total']} jobs shown (--limit)", highlight=False)
+
+
+@jobs_app.command("cancel")
+@fails
+def jobs_cancel(job_id: str = typer.Argument(..., help="The job's id (`submit --no-wait` printed it)."),
+                server: str = ServerOpt, key_env: str = KeyEnvOpt):
+    """Cancel a queued or running job: its records not yet scored never are; the results stored so far stay. With
+    the key that sent it, or an admin key."""
+    import os
+
+    from ..client import Client
+
+    with Client(server, key=os.environ.get(key_env)) as c, _asking(server, key_env):
+        j = c.cancel(job_id)
+    console.print(f"job {job_id}: cancelled; {j['done']} of {j['total']} records had been scored")
+
+
+@app.command()
+@fails
+def prune(before: str = typer.Option(..., "--before", help="An ISO date or time (UTC unless it has an offset), "
+                                     "or an age such as 30d."),
+          db: Optional[str] = DbOpt,
+          reviewed: bool = typer.Option(False, "--reviewed", help="Also delete reviewed results with their reviews "
+                                        "(kept by default: `calibrate --from-db` learns from them)."),
+          dry_run: bool = typer.Option(False, "--dry-run", help="Count what would be deleted; delete nothing.")):
+    """Delete a service database's older rows: results stored before --before (not those of a job still running;
+    reviewed ones only with --reviewed), and finished jobs with their records. In small transactions, so a running
+    server waits only briefly. SQLite reuses the freed pages; `sqlite3 DB VACUUM` at a quiet time gives them back
+    to the disk."""
+    from ..serve.store import prune as prune_db
+
+    when = _time_or_age(before)
+    n = _on_db(db, lambda eng: prune_db(eng, when, reviewed=reviewed, dry_run=dry_run))
+    verb = "would delete" if dry_run else "deleted"
+    console.print(f"{verb} {n['results']} results ({n['reviews']} reviews), {n['jobs']} jobs ({n['job_records']} "
+                  f"records) from before {when.isoformat()}", highlight=False)
+
+
+def _time_or_age(v: str):
+    """``30d`` (days before now), or an ISO date or time (UTC where it has no offset), as an aware UTC time."""
+    import datetime as dt
+    import re
+
+    now = dt.datetime.now(dt.timezone.utc)
+    m = re.fullmatch(r"(\d+)\s*d", v.strip())
+    if m:
+        return now - dt.timedelta(days=int(m.group(1)))
+    try:
+        t = dt.datetime.fromisoformat(v.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"--before {v!r}: give an ISO date or time (2026-10-01, 2026-10-01T12:00+01:00) or an age "
+                         "in days (30d)") from None
+    t = (t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)).astimezone(dt.timezone.utc)
+    if t > now:
+        raise ValueError(f"--before {v}: that is in the future, and would delete every finished job and result")
+    return t
+
+
 keys_app = typer.Typer(rich_markup_mode="markdown",
                        help="API keys of a service's database (run where the database is).")
 app.add_typer(keys_app, name="keys")
@@ -162,14 +247,14 @@ def keys_create(name: str = typer.Argument(...), scopes: str = typer.Option("sub
 
     file = sqlite_file(url_of(db))
     new = file is not None and not file.is_file()
-    made = _on_keys_db(db, lambda eng: create_key(eng, name, [s.strip() for s in scopes.split(",") if s.strip()]),
+    made = _on_db(db, lambda eng: create_key(eng, name, [s.strip() for s in scopes.split(",") if s.strip()]),
                        create=True)
     if new:
         err.print(f"note: {file} did not exist: a new database was made", highlight=False)
     print(made["key"])
 
 
-def _on_keys_db(db: Optional[str], work, create: bool = False):
+def _on_db(db: Optional[str], work, create: bool = False):
     """``work(engine)`` on the service's database: one that is not there (unless ``create``), cannot be opened or
     is read-only is one line (exit 2), not a traceback or a new empty database."""
     import sqlalchemy as sa
@@ -192,7 +277,7 @@ def keys_list(db: Optional[str] = DbOpt):
     created (never the key itself)."""
     from ..serve.auth import list_keys
 
-    keys = _on_keys_db(db, list_keys)
+    keys = _on_db(db, list_keys)
     print("id\tname\tprefix\tscopes\tstate\tcreated")  # tab-separated, for scripts (rich would expand tabs)
     for k in keys:
         print(f"{k['id']}\t{k['name']}\t{k['prefix']}…\t{','.join(k['scopes'])}\t"
@@ -207,6 +292,6 @@ def keys_revoke(key_id: int = typer.Argument(..., help="The key's id, as `keys l
     /v1/keys/{id})."""
     from ..serve.auth import revoke_key
 
-    if not _on_keys_db(db, lambda eng: revoke_key(eng, key_id)):
+    if not _on_db(db, lambda eng: revoke_key(eng, key_id)):
         raise ValueError(f"no active key {key_id}")
     console.print(f"revoked key {key_id}")

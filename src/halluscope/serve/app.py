@@ -7,12 +7,14 @@ Routes (OpenAPI docs at ``/docs``, Swagger UI from packaged assets, no CDN); the
   ``ensemble`` (the tuned response ensemble's confidence, score and flag when the calibration file has one, else
   null: :mod:`.ensemble`);
 - ``POST /v1/jobs`` [submit]: many answers (a JSON list, ``{"records": [...], "tags": {...}}``, or JSONL) -> a job id;
-  ``GET /v1/jobs/{id}`` progress, ``GET /v1/jobs/{id}/results`` its results, paged;
+  ``GET /v1/jobs/{id}`` progress, ``GET /v1/jobs/{id}/results`` its results, paged; ``GET /v1/jobs`` [submit or
+  review] lists jobs; ``DELETE /v1/jobs/{id}`` [submit: the key that sent it, or admin] cancels one;
 - ``GET /v1/results`` [submit or review] with filters (flagged, since/until, ``tag=key:value``, reviewed), paged;
   ``GET /v1/results/{id}``; ``POST /v1/results/{id}/reviews`` [review] marks a sentence (or the answer) accurate or
   inaccurate; ``GET /v1/stats`` [submit or review]: rate, mean probability and probability distribution over time,
   per tag;
-- ``POST/GET/DELETE /v1/keys`` and ``POST /v1/admin/reload`` [admin]; ``GET /metrics`` [admin] for Prometheus;
+- ``POST/GET/DELETE /v1/keys`` and ``POST /v1/admin/reload`` [admin]; ``GET /metrics`` [admin or metrics] for
+  Prometheus;
 - ``/`` the dashboard and ``/review`` the review queue (static pages; they call the API with the key a person enters).
 
 Bad input is a 422 naming the record and the field; oversized bodies 413; a key over its rate 429 with Retry-After;
@@ -479,7 +481,7 @@ def _or_404(found: Any, what: str) -> Any:
 def job_status(job_id: str, request: Request, _: Principal = Depends(require(*READ))):
     hs = _service(request)
     job = _or_404(store.get_job(hs.engine, job_id), f"job {job_id}")
-    if job["status"] != "done" and hs.loop.last_error:  # why it does not move (a job blocked said nothing)
+    if job["status"] in store.OPEN and hs.loop.last_error:  # why it does not move (a job blocked said nothing)
         job["waiting"] = f"the scoring loop fails, retrying: {hs.loop.last_error}"
     return job
 
@@ -490,6 +492,31 @@ def job_results(job_id: str, request: Request, offset: int = Query(0, ge=0), lim
     hs = _service(request)
     _or_404(store.get_job(hs.engine, job_id), f"job {job_id}")
     return store.list_results(hs.engine, job_id=job_id, offset=offset, limit=limit, full=True)
+
+
+@api.get("/v1/jobs", tags=["jobs"])
+def jobs(request: Request, status: str | None = None, offset: int = Query(0, ge=0),
+         limit: int = Query(50, ge=1, le=1000), _: Principal = Depends(require(*READ))):
+    """Jobs, newest first (``status=queued|running|done|cancelled`` filters); each with its count of failed
+    records and the name of the key that sent it."""
+    try:
+        return store.list_jobs(_service(request).engine, status=status, offset=offset, limit=limit)
+    except ValueError as e:
+        raise HTTPException(422, detail=[{"record": None, "field": "status", "message": str(e)}])
+
+
+@api.delete("/v1/jobs/{job_id}", tags=["jobs"])
+def cancel_job(job_id: str, request: Request, who: Principal = Depends(require("submit"))):
+    """Cancel a queued or running job: the records not yet scored are never scored (``cancelled``), the results
+    stored so far stay. Only the key that sent it (by name) or an admin key; 409 when the job is done."""
+    try:
+        return store.cancel_job(_service(request).engine, job_id, who.name, who.allows("admin"))
+    except LookupError:
+        raise HTTPException(404, detail=f"no job {job_id}")
+    except PermissionError as e:
+        raise HTTPException(403, detail=str(e))
+    except ValueError as e:
+        raise HTTPException(409, detail=str(e))
 
 
 @api.get("/v1/results", tags=["results"])

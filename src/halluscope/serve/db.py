@@ -2,7 +2,7 @@
 and created or upgraded by alembic migrations (``serve/migrations``) when the service starts.
 
 Tables: ``api_keys`` (hashed keys with scopes), ``jobs`` and ``job_records`` (a batch job and its input records,
-each pending or done), ``results`` (one scored answer: the whole result as JSON plus the columns the filters and the
+each pending, done, failed or cancelled), ``results`` (one scored answer: the whole result as JSON plus the columns the filters and the
 statistics read), ``reviews`` (a reviewer's verdict on one sentence, or on the whole answer when ``sentence`` is
 null). A job record's result is inserted in the same transaction that marks the record done, and ``(job_id,
 job_index)`` is unique: a job interrupted at any point resumes with nothing lost and nothing stored twice.
@@ -34,7 +34,7 @@ jobs = sa.Table(
     sa.Column("id", sa.String(32), primary_key=True),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False, index=True),
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
-    sa.Column("status", sa.String(16), nullable=False, index=True),  # queued, running, done
+    sa.Column("status", sa.String(16), nullable=False, index=True),  # queued, running, done, cancelled
     sa.Column("total", sa.Integer, nullable=False),
     sa.Column("done", sa.Integer, nullable=False, default=0),
     sa.Column("tags", sa.JSON, nullable=False),
@@ -46,7 +46,7 @@ job_records = sa.Table(
     sa.Column("job_id", sa.String(32), sa.ForeignKey("jobs.id"), primary_key=True),
     sa.Column("idx", sa.Integer, primary_key=True),
     sa.Column("record", sa.JSON, nullable=False),
-    sa.Column("status", sa.String(16), nullable=False, index=True),  # pending, done, error
+    sa.Column("status", sa.String(16), nullable=False, index=True),  # pending, done, error, cancelled
     sa.Column("error", sa.Text, nullable=True),
 )
 

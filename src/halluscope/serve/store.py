@@ -21,6 +21,8 @@ from .db import LABELS, iso, job_records, jobs, now, results, reviews
 log = logging.getLogger("halluscope.serve")
 
 PROBABILITY = "probability"
+STATUSES = ("queued", "running", "done", "cancelled")  # a job's
+OPEN = ("queued", "running")  # a job still to be scored
 
 
 def _row_of(it: ItemResult, rec: Record, tags: dict, key_name: str | None, job: tuple[str, int] | None,
@@ -65,7 +67,7 @@ def create_job(engine: sa.Engine, records: list[dict], tags: dict, key_name: str
 def pending_job_records(engine: sa.Engine, limit: int) -> list[tuple[str, int, dict, dict, str | None]]:
     """Up to ``limit`` pending records of the oldest unfinished job: (job id, index, record, tags, key name)."""
     with engine.connect() as c:
-        job = c.execute(sa.select(jobs.c.id, jobs.c.tags, jobs.c.key_name).where(jobs.c.status != "done")
+        job = c.execute(sa.select(jobs.c.id, jobs.c.tags, jobs.c.key_name).where(jobs.c.status.in_(OPEN))
                         .order_by(jobs.c.created_at, jobs.c.id).limit(1)).first()
         if job is None:
             return []
@@ -90,7 +92,7 @@ def pending_count(engine: sa.Engine) -> float:
 
 def _finish_job(engine: sa.Engine, job_id: str) -> None:
     with engine.begin() as c:
-        n = c.execute(jobs.update().where(jobs.c.id == job_id, jobs.c.status != "done")
+        n = c.execute(jobs.update().where(jobs.c.id == job_id, jobs.c.status.in_(OPEN))
                       .values(status="done", updated_at=now())).rowcount
     if n:
         log.info("job %s: done", job_id)
@@ -117,24 +119,114 @@ def save_job_results(engine: sa.Engine, job_id: str, scored: list[tuple[int, Ite
             claim(idx, status="error", error=msg)
         was = c.execute(sa.select(jobs.c.status, jobs.c.total).where(jobs.c.id == job_id)).one()
         done = c.execute(sa.select(sa.func.count()).select_from(job_records).where(
-            job_records.c.job_id == job_id, job_records.c.status != "pending")).scalar_one()
-        c.execute(jobs.update().where(jobs.c.id == job_id).values(
+            job_records.c.job_id == job_id, job_records.c.status.in_(("done", "error")))).scalar_one()
+        c.execute(jobs.update().where(jobs.c.id == job_id, jobs.c.status.in_(OPEN)).values(  # cancelled stays so
             done=done, status="done" if done >= was.total else "running", updated_at=now()))
-    if done >= was.total and was.status != "done":  # once, by the call that finished it
+    if done >= was.total and was.status in OPEN:  # once, by the call that finished it
         log.info("job %s: done, %d records", job_id, was.total)
     return mine
 
 
+def _job_view(r: Any) -> dict:
+    return {"id": r["id"], "status": r["status"], "total": r["total"], "done": r["done"], "tags": r["tags"],
+            "key_name": r["key_name"], "created_at": iso(r["created_at"]), "updated_at": iso(r["updated_at"])}
+
+
 def get_job(engine: sa.Engine, job_id: str) -> dict | None:
+    """A job as the API shows it: status (``queued``, ``running``, ``done`` or ``cancelled``), ``done`` of
+    ``total`` records finished (scored or failed), the key that sent it, and each failed record."""
     with engine.connect() as c:
         r = c.execute(sa.select(jobs).where(jobs.c.id == job_id)).mappings().first()
         if r is None:
             return None
         errs = c.execute(sa.select(job_records.c.idx, job_records.c.error).where(
             job_records.c.job_id == job_id, job_records.c.status == "error").order_by(job_records.c.idx)).all()
-    return {"id": r["id"], "status": r["status"], "total": r["total"], "done": r["done"], "tags": r["tags"],
-            "errors": [{"index": e.idx, "message": e.error} for e in errs],
-            "created_at": iso(r["created_at"]), "updated_at": iso(r["updated_at"])}
+    return {**_job_view(r), "errors": [{"index": e.idx, "message": e.error} for e in errs]}
+
+
+def list_jobs(engine: sa.Engine, *, status: str | None = None, offset: int = 0, limit: int = 50) -> dict:
+    """Jobs, newest first, paged; each with its count of failed records (``failed``; ``GET /v1/jobs/{id}`` lists
+    them)."""
+    if status is not None and status not in STATUSES:
+        raise ValueError(f"status: must be one of {', '.join(STATUSES)}")
+    conds = [jobs.c.status == status] if status else []
+    failed = (sa.select(sa.func.count()).select_from(job_records)
+              .where(job_records.c.job_id == jobs.c.id, job_records.c.status == "error").scalar_subquery())
+    with engine.connect() as c:
+        total = c.execute(sa.select(sa.func.count()).select_from(jobs).where(*conds)).scalar_one()
+        rows = c.execute(sa.select(jobs, failed.label("failed")).where(*conds)
+                         .order_by(jobs.c.created_at.desc(), jobs.c.id).offset(offset).limit(limit)).mappings()
+        items = [{**_job_view(r), "failed": r["failed"]} for r in rows]
+    return {"total": total, "offset": offset, "limit": limit, "items": items}
+
+
+def cancel_job(engine: sa.Engine, job_id: str, by: str, admin: bool) -> dict:
+    """Cancel a queued or running job: its records not yet scored are marked ``cancelled`` and never scored; those
+    stored stay. One transaction: a chunk being scored meanwhile stores nothing (its records are no longer pending).
+    Only the key that sent the job (by name) or an admin key may. Cancelling a cancelled job changes nothing.
+    Raises LookupError (no such job), PermissionError (another key's job), ValueError (the job is done)."""
+    with engine.begin() as c:
+        r = c.execute(sa.select(jobs.c.status, jobs.c.key_name).where(jobs.c.id == job_id)).first()
+        if r is None:
+            raise LookupError(job_id)
+        if not admin and r.key_name != by:
+            raise PermissionError(f"job {job_id} was sent by another key ({r.key_name}): only it or an admin key "
+                                  "may cancel it")
+        if r.status == "done":
+            raise ValueError(f"job {job_id} is done: nothing left to cancel")
+        left = 0
+        if r.status != "cancelled":
+            left = c.execute(job_records.update().where(job_records.c.job_id == job_id,
+                                                        job_records.c.status == "pending")
+                             .values(status="cancelled")).rowcount
+            c.execute(jobs.update().where(jobs.c.id == job_id).values(status="cancelled", updated_at=now()))
+    if left or r.status != "cancelled":
+        log.info("job %s: cancelled by %s, %d records not scored", job_id, by, left)
+    return get_job(engine, job_id)
+
+
+def prune(engine: sa.Engine, before: dt.datetime, *, reviewed: bool = False, dry_run: bool = False,
+          batch: int = 5000) -> dict[str, int]:
+    """Delete what is older than ``before``: stored results (with their reviews, only where ``reviewed``: reviews
+    are what ``calibrate --from-db`` learns from, so reviewed results are kept by default), except those of a job
+    still queued or running, and finished jobs (done or cancelled, last changed before ``before``) with their
+    records. In transactions of ``batch`` results (each result's reviews with it), so a running service waits for
+    the write lock only briefly and an interrupted prune leaves nothing half-deleted. Returns the counts deleted
+    (or, with ``dry_run``, that would be)."""
+    unfinished = sa.select(jobs.c.id).where(jobs.c.status.in_(OPEN))
+    conds = [results.c.created_at < before, sa.or_(results.c.job_id.is_(None), results.c.job_id.not_in(unfinished))]
+    if not reviewed:
+        conds.append(~sa.exists().where(reviews.c.result_id == results.c.id))
+    old_jobs = [jobs.c.status.not_in(OPEN), jobs.c.updated_at < before]
+    n = {"results": 0, "reviews": 0, "jobs": 0, "job_records": 0}
+    count = sa.func.count()
+    if dry_run:
+        with engine.connect() as c:
+            ids = sa.select(results.c.id).where(*conds)
+            n["results"] = c.execute(sa.select(count).select_from(results).where(*conds)).scalar_one()
+            n["reviews"] = c.execute(sa.select(count).select_from(reviews).where(reviews.c.result_id.in_(ids))
+                                     ).scalar_one()
+            jids = sa.select(jobs.c.id).where(*old_jobs)
+            n["jobs"] = c.execute(sa.select(count).select_from(jobs).where(*old_jobs)).scalar_one()
+            n["job_records"] = c.execute(sa.select(count).select_from(job_records)
+                                         .where(job_records.c.job_id.in_(jids))).scalar_one()
+        return n
+    while True:
+        with engine.begin() as c:
+            ids = c.execute(sa.select(results.c.id).where(*conds).limit(batch)).scalars().all()
+            if not ids:
+                break
+            n["reviews"] += c.execute(reviews.delete().where(reviews.c.result_id.in_(ids))).rowcount
+            n["results"] += c.execute(results.delete().where(results.c.id.in_(ids))).rowcount
+    while True:
+        with engine.begin() as c:
+            jids = c.execute(sa.select(jobs.c.id).where(*old_jobs).limit(max(1, batch // 100))).scalars().all()
+            if not jids:
+                break
+            n["job_records"] += c.execute(job_records.delete().where(job_records.c.job_id.in_(jids))).rowcount
+            n["jobs"] += c.execute(jobs.delete().where(jobs.c.id.in_(jids))).rowcount
+    log.info("pruned before %s: %s", iso(before), ", ".join(f"{v} {k}" for k, v in n.items()))
+    return n
 
 
 def public(row: Any, full: bool = True) -> dict:
