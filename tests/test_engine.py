@@ -135,6 +135,33 @@ def test_concurrent_scores_take_turns_on_the_shared_models(detector_models):
         nli.cache_size = size
 
 
+def test_a_full_encoder_cache_keeps_what_a_call_reads_and_its_bytes_bounded(detector_models):
+    """The encoder's cache is bounded by texts and by megabytes; a full cache drops its least recently used texts
+    after a call has read its own: a text asked again when it was the oldest, among new ones, was dropped while the
+    new ones were encoded (KeyError). What is dropped is encoded again, the same."""
+    enc, _ = detector_models
+    texts = ["Canberra is the capital.", "Paris is in France.", "Hamlet is a play.", "The sky is blue.",
+             "Water boils at 100 degrees.", "Ada Lovelace wrote the first program."]
+    size, mb = enc.cache_size, enc.cache_mb
+    enc.clear_cache()
+    want = {t: v.copy() for t, v in zip(texts, enc.token_embeddings(texts))}
+    enc.clear_cache()
+    try:
+        enc.cache_size = 3
+        enc.token_embeddings(texts[:3])
+        got = enc.token_embeddings([texts[0], *texts[3:]])  # the oldest, with three new ones
+        assert [np.array_equal(g, want[t]) for g, t in zip(got, [texts[0], *texts[3:]])] == [True] * 4
+        assert list(enc._cache) == texts[3:]  # the three most recently used
+        enc.cache_size, enc.cache_mb = 100, 2 * want[texts[5]].nbytes / 2**20  # room for about two texts' vectors
+        enc.token_embeddings(texts)
+        assert 1 <= len(enc._cache) <= 2 and enc._cache_bytes <= enc.cache_mb * 2**20
+        assert enc._cache_bytes == sum(v.nbytes for e in enc._cache.values() for v in (*e[0].values(), e[1]))
+        assert np.array_equal(enc.token_embeddings([texts[1]])[0], want[texts[1]])  # dropped: encoded again
+    finally:
+        enc.cache_size, enc.cache_mb = size, mb
+        enc.clear_cache()
+
+
 def test_loading_a_model_leaves_the_applications_transformers_settings_alone():
     """A library leaves global state as it found it: transformers' verbosity and progress bars are quiet while a
     model loads, then as the application had them (they stayed at "error" and off for the whole process)."""

@@ -223,7 +223,7 @@ def sweep_layers(
                 res.sentence_scores[name] = [float(x) for x in scores[k].sentence]
                 res.passage_scores[name] = float(scores[k].passage)
             items.append(res)
-        enc._cache.clear()  # sentences are not shared across passages; keep memory flat
+        enc.clear_cache()  # sentences are not shared across passages; keep memory flat
         if progress:
             progress(len(items), len(recs))
     names = [sc.name for sc in scorers]

@@ -52,7 +52,10 @@ class Encoder:
     runtime: ``auto`` (fp32 on the CPU through ONNX Runtime, PyTorch where the graph cannot be made), ``onnx`` (the
         graph or an error) or ``torch``, as for the NLI (:class:`~.nli.HFNLI`).
     batch_size, max_length: batching of the forward passes (texts are sorted by token count to limit padding).
-    cache_size: how many texts keep their embeddings (least recently used ones are dropped).
+    cache_size, cache_mb: how many texts keep their embeddings, and how many megabytes those may take (token vectors
+        in fp16, 768 bytes a token and kept layer for MiniLM: a 200-token sample's take 150 kB); past either, the
+        least recently used texts are dropped, after the call that read them (a later call encodes them again, the
+        same).
     """
 
     def __init__(
@@ -63,6 +66,7 @@ class Encoder:
         max_length: int = 256,
         device: str | None = None,
         cache_size: int = 200_000,
+        cache_mb: float = 1024,
         precision: str = "auto",
         extra_layers: tuple[int, ...] | str = (),
         runtime: str = "auto",
@@ -94,7 +98,8 @@ class Encoder:
                 raise ValueError(f"layer must be in 1..{n_layers} for {self.name}, got {k}")
         self.batch_size = batch_size
         self.max_length = max_length
-        self.cache_size = cache_size
+        self.cache_size, self.cache_mb = cache_size, cache_mb
+        self._cache_bytes = 0
         self.hidden_layers = tuple(sorted({*self.layers, n_layers}))  # what a forward pass must give: the last too
         self.graph = graph_for(self.model, path, self.tokenizer, runtime,
                                outputs=tuple(f"hidden_{k}" for k in self.hidden_layers),
@@ -170,8 +175,22 @@ class Encoder:
 
     def _put(self, text: str, value) -> None:
         self._cache[text] = value
-        if len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
+        self._cache_bytes += _nbytes(value)
+
+    def _get(self, texts: list[str]) -> list[tuple[dict[int, np.ndarray], np.ndarray]]:
+        """The cached (token vectors per layer, sentence embedding) of each text, encoding those not cached. The
+        texts asked are the most recently used before anything is encoded, and the cache is trimmed after they are
+        read: a full cache once dropped a text of this very call while encoding the others (KeyError)."""
+        with self._lock:
+            for t in dict.fromkeys(texts):
+                if t in self._cache:
+                    self._cache.move_to_end(t)
+            self._encode(texts)
+            out = [self._cache[t] for t in texts]
+            limit = self.cache_mb * 2**20
+            while self._cache and (len(self._cache) > self.cache_size or self._cache_bytes > limit):
+                self._cache_bytes -= _nbytes(self._cache.popitem(last=False)[1])
+            return out
 
     def token_embeddings(self, texts: list[str], layer: int | None = None) -> list[np.ndarray]:
         """Unit-length token vectors (special tokens removed) of ``layer`` (default: the encoder's layer) for each
@@ -179,25 +198,21 @@ class Encoder:
         layer = self.layer if layer is None else layer
         if layer not in self.layers:
             raise ValueError(f"layer {layer} is not kept by this encoder (kept: {self.layers})")
-        with self._lock:
-            self._encode(texts)
-            out = []
-            for t in texts:
-                v = self._cache[t]
-                self._cache.move_to_end(t)
-                out.append(v[0][layer])
-            return out
+        return [v[0][layer] for v in self._get(texts)]
 
     def clear_cache(self) -> None:
         """Forget every text's embeddings (the NLI models have the same method)."""
         with self._lock:
             self._cache.clear()
+            self._cache_bytes = 0
 
     def sentence_embeddings(self, texts: list[str]) -> np.ndarray:
         """Unit-length mean-pooled last-layer embeddings, one row per text."""
-        with self._lock:
-            self._encode(texts)
-            return np.stack([self._cache[t][1] for t in texts]) if texts else np.zeros((0, 0), np.float32)
+        return np.stack([v[1] for v in self._get(texts)]) if texts else np.zeros((0, 0), np.float32)
+
+
+def _nbytes(value: tuple[dict[int, np.ndarray], np.ndarray]) -> int:
+    return sum(v.nbytes for v in value[0].values()) + value[1].nbytes
 
 
 def _pool_torch(hidden: dict, attention_mask: np.ndarray, layers: tuple[int, ...], last: int):
