@@ -2,6 +2,7 @@
 
 import ast
 import json
+import os
 from functools import lru_cache
 from pathlib import Path
 
@@ -160,6 +161,76 @@ def test_a_full_encoder_cache_keeps_what_a_call_reads_and_its_bytes_bounded(dete
     finally:
         enc.cache_size, enc.cache_mb = size, mb
         enc.clear_cache()
+
+
+def test_a_method_of_ones_own_from_a_plugin_file_in_the_cli_and_its_mistakes_named(tmp_path):
+    """A method outside the package (tests/longest_word_plugin.py) reaches the CLI through HALLUSCOPE_PLUGINS: listed
+    by `methods`, scored by `score`; a scorer that gives one sentence score too few is an error naming the method
+    and the record (it was written to the results and failed later in to_df or evaluate); a plugin that cannot be
+    imported is one line; a name --methods could never select is refused when it is declared."""
+    import subprocess
+    import sys
+
+    from halluscope.cli.common import example_path
+    from halluscope.engine.registry import MethodSpec
+
+    plugin = Path(__file__).with_name("longest_word_plugin.py")
+    env = {**os.environ, "HALLUSCOPE_PLUGINS": str(plugin), "HF_HUB_OFFLINE": "1"}
+
+    def run(*args, **extra):
+        return subprocess.run([sys.executable, "-m", "halluscope", *args], capture_output=True, text=True,
+                              timeout=600, env={**env, **extra})
+
+    listed = run("methods", "--json")
+    assert listed.returncode == 0, listed.stderr
+    mine = {m["name"]: m for m in json.loads(listed.stdout)}["longest_word"]
+    assert (mine["level"], mine["source"]) == ("sentence", "a test plugin")
+    out = tmp_path / "mine.jsonl"
+    scored = run("score", str(example_path()), "-m", "longest_word,ngram1_max", "-o", str(out))
+    assert scored.returncode == 0, scored.stderr
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(rows) == 3 and all(len(r["sentence_scores"]["longest_word"]) == len(r["sentences"]) for r in rows)
+    assert all(0 <= v <= 1 for r in rows for v in r["sentence_scores"]["longest_word"])
+    short = run("score", str(example_path()), "-m", "short_scores", "--json")
+    first = json.loads(example_path().read_text().splitlines()[0])
+    assert short.returncode == 2 and f"method short_scores, record {first['id']}: " in short.stderr, short.stderr
+    assert "sentence scores for" in short.stderr and "Traceback" not in short.stderr
+    gone = run("methods", HALLUSCOPE_PLUGINS=str(tmp_path / "nope.py"))
+    assert gone.returncode == 2 and "the plugin" in gone.stderr and "nope.py" in gone.stderr, gone.stderr
+    with pytest.raises(ValueError, match="lower-case"):
+        MethodSpec("MyUpper", level="sentence", needs=(), bounded=True, source="", formula="")
+
+
+def test_a_method_that_fails_on_one_record_costs_that_record_only(monkeypatch):
+    """A method that raises on one record of a chunk: that record is an error of its own (field <scoring>, the
+    exception said), the chunk's other records are scored as they are alone (a whole batch job stopped, on Ray
+    too); a method that fails on every record raises its error."""
+    from halluscope.engine import registry
+    from halluscope.engine.registry import MethodSpec, register
+    from halluscope.scorers.base import MethodScores
+
+    registry.specs()
+    for name in ("_SPECS", "_BUILDERS", "_ORIGIN"):
+        monkeypatch.setattr(registry, name, dict(getattr(registry, name)))
+
+    class Picky:
+        def score(self, items):
+            if any(it.id.startswith("bad") for it in items):
+                raise RuntimeError("cannot read this one")
+            return {"picky": [MethodScores(np.full(len(it.sentences), 0.5), 0.5) for it in items]}
+
+    register(MethodSpec("picky", level="sentence", needs=("sentences",), bounded=True, source="a test",
+                        formula="0.5, except on records named bad..."), build=lambda names, art: Picky())
+    recs = [{"id": i, "response": "Canberra is the capital. It is in Australia.",
+             "samples": ["Canberra is the capital of Australia.", "The capital is Canberra."]} for i in "a bad b".split()]
+    res = Detector(methods="picky,ngram1_max").score(recs)
+    assert [it.id for it in res.items] == ["a", "b"] and res.items[0].sentence_scores["picky"] == [0.5, 0.5]
+    assert [(e.record, e.field, e.message) for e in res.errors] == [("bad", "<scoring>",
+                                                                     "RuntimeError: cannot read this one")]
+    alone = Detector(methods="ngram1_max").score(recs[:1])
+    assert res.items[0].sentence_scores["ngram1_max"] == alone.items[0].sentence_scores["ngram1_max"]
+    with pytest.raises(RuntimeError, match="cannot read this one"):
+        Detector(methods="picky").score([recs[1], {**recs[1], "id": "bad2"}])  # each alone fails too
 
 
 def test_loading_a_model_leaves_the_applications_transformers_settings_alone():

@@ -414,3 +414,35 @@ halluscope.cli.main()
     assert f"error: {RAY_MISSING}" in res.stdout
     assert res.returncode == 2 and RAY_MISSING in res.stderr
     assert not (tmp_path / "out").exists() and not (tmp_path / "out2").exists()
+
+
+@pytest.fixture
+def own_registry(monkeypatch):
+    """The registry as it is, restored after the test: the methods a test registers do not outlive it."""
+    from halluscope.engine import registry
+
+    registry.specs()
+    for name in ("_SPECS", "_BUILDERS", "_ORIGIN", "_PLUGIN_FILES"):
+        monkeypatch.setattr(registry, name, dict(getattr(registry, name)))
+    return registry
+
+
+def test_a_method_of_ones_own_reaches_the_actors(cluster, slice4, tmp_path, own_registry):
+    """A method registered in the driver from a plugin file is imported by every actor (they said "unknown
+    method", a typo as far as the user could tell), and scores as in one process; one registered in __main__,
+    which no worker can import, is refused before any Ray work, saying so."""
+    own_registry.load_plugins([str(Path(__file__).with_name("longest_word_plugin.py"))])
+    recs = slice4[:2]
+    for r in recs:
+        r.samples = r.samples[:3]
+    methods = ["longest_word", "ngram1_max"]
+    reference = one_process(recs, methods)
+    run = score_with_ray(recs, tmp_path / "mine", methods=methods, num_actors=1)
+    assert (run.records, run.errors) == (2, 0)
+    assert_same(reference, tmp_path / "mine")
+    exec("from halluscope.engine.registry import MethodSpec, register\n"
+         "register(MethodSpec('in_main', level='sentence', needs=(), bounded=True, source='', formula=''),"
+         " build=lambda names, art: None)", {"__name__": "__main__"})
+    with pytest.raises(ValueError, match="in_main is registered in __main__"):
+        score_with_ray(recs, tmp_path / "main", methods=["in_main"], num_actors=1)
+    assert not (tmp_path / "main").exists() or not any((tmp_path / "main").rglob("*.parquet"))

@@ -581,8 +581,11 @@ def check_option(kind: str, methods: Sequence[str]) -> None:
     if kind not in SPLITTERS:
         raise ValueError(f"claims must be one of {SPLITTERS} (or None), got {kind!r}")
     if not methods:
-        raise ValueError("claims are scored by the sentence methods that apply to short text (nli, nli_support, "
-                         "bertscore, entity, ngram*, support, prompt): choose at least one")
+        from .engine import registry
+
+        able = [n for n, sp in registry.specs().items() if sp.claims]
+        raise ValueError(f"claims are scored by the sentence methods that apply to short text ({', '.join(able)}; a "
+                         "method of one's own with claims=True in its MethodSpec): choose at least one")
 
 
 def _parts(det) -> dict:

@@ -226,6 +226,10 @@ class Detector:
         if "combination" in self.methods:
             comb = parse_methods(self.combine) if self.combine else [m for m in base
                                                                      if registry.spec(m).level == "sentence"]
+            whole = [m for m in comb if registry.spec(m).level != "sentence"]
+            if whole:  # checked here: it failed once every record had been scored
+                verb = "is a response-level method" if len(whole) == 1 else "are response-level methods"
+                raise ValueError(f"combine: {', '.join(whole)} {verb}: combination averages sentence scores")
             base.extend(m for m in comb if m not in base)
             self.combine = comb
         self.methods = base + [m for m in COMBINERS if m in self.methods]
@@ -291,6 +295,7 @@ class Detector:
             key = "+".join(out)
             self.timings[key] = self.timings.get(key, 0.0) + dt
             table.update(out)
+        _check_scores(table, self.base_methods, self.sentence_methods, items)
         results = []
         for k, it in enumerate(items):
             res = ItemResult(
@@ -354,7 +359,7 @@ class Detector:
             for start in range(0, len(todo), self.chunk_size):
                 chunk = todo[start : start + self.chunk_size]
                 items = [PreparedItem.from_record(r, evidence(r) if evidence else None) for r in chunk]
-                for res in self.score_items(items):
+                for res in self._score_chunk(items, errors):
                     for combine in streamed:  # fixed statistics: applied per record, streamed with it
                         combine([res])
                     scored[res.id] = res
@@ -376,6 +381,33 @@ class Detector:
             others = [it for k, it in writer.done.items() if k not in by_id]  # and the results of other ids kept
             write_results(Results(items=ordered + others, methods=results.methods), writer.path)
         return results
+
+    def _score_chunk(self, items: list[PreparedItem], errors: list[RecordError]) -> list[ItemResult]:
+        """A chunk's results. Where scoring the chunk raises, each record is scored alone: one that still raises is
+        an error of its own (field ``<scoring>``, the exception's type and message, in ``errors``) and the others
+        are scored, so one record a method cannot take does not stop a batch job; where every record fails alone,
+        the method fails whatever the record, and its first exception is raised. An LLM's failure (a server away, a
+        refused key), a file or memory error is the run's, not a record's: raised at once (each record alone would
+        wait for the same retries)."""
+        from .llm.base import LLMError
+
+        try:
+            return self.score_items(items)
+        except (LLMError, OSError, MemoryError, ImportError):
+            raise
+        except Exception:  # noqa: BLE001 (which record, if any, is the question; asked next)
+            if len(items) == 1:
+                raise
+        out, failed = [], []
+        for it in items:
+            try:
+                out.extend(self.score_items([it]))
+            except Exception as e:  # noqa: BLE001
+                failed.append((it, e))
+        if len(failed) == len(items):
+            raise failed[0][1]
+        errors.extend(RecordError(it.id, "<scoring>", f"{type(e).__name__}: {e}") for it, e in failed)
+        return out
 
     def _resumable(self, by_id: dict[str, Record], evidence=None) -> Callable[[ItemResult], bool]:
         """Which results of an earlier run a resumed run keeps: each must hold this run's methods, and claims if
@@ -532,3 +564,28 @@ def rich_bar(label: str, total: int, console=None):
             p.advance(task, n)
 
     return step
+
+
+def _check_scores(table: dict, methods: list[str], sentence_methods: list[str], items: list[PreparedItem]) -> None:
+    """What the scorers returned, checked where it is made: one :class:`MethodScores` per record, a sentence
+    method's with one score per sentence, a passage score that is a number (NaN: not computed). A method of one's
+    own that got this wrong was written to the results and failed far away (an IndexError in ``to_df``, a
+    scikit-learn message in ``evaluate``); now the error names the method and the record."""
+    for m in methods:
+        got = table.get(m)
+        if not isinstance(got, (list, tuple)) or len(got) != len(items):
+            what = "nothing" if got is None else f"{len(got)} results" if isinstance(got, (list, tuple)) else \
+                type(got).__name__
+            raise ValueError(f"method {m}: its scorer returned {what} for {len(items)} records (score(items) "
+                             f"gives {{name: [MethodScores per item]}})")
+        for it, ms in zip(items, got):
+            if not isinstance(ms, MethodScores):
+                raise ValueError(f"method {m}, record {it.id}: a MethodScores expected, got {type(ms).__name__}")
+            if m in sentence_methods and len(np.atleast_1d(ms.sentence)) != len(it.sentences):
+                raise ValueError(f"method {m}, record {it.id}: {len(np.atleast_1d(ms.sentence))} sentence scores "
+                                 f"for {len(it.sentences)} sentences")
+            try:
+                float(ms.passage)
+            except (TypeError, ValueError):
+                raise ValueError(f"method {m}, record {it.id}: the response score {ms.passage!r} is not a number "
+                                 "(NaN where it cannot be computed)") from None

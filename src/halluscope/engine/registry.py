@@ -16,19 +16,34 @@ variants, the two NLI readings, the response components) share one build functio
              build=lambda names, art: MyScorer())
 
 Registration happens when the module is imported: :func:`specs` imports every module of ``halluscope.scorers``
-(and the response components), so a new method is one new file there (CONTRIBUTING.md).
+(and the response components), so a new method of the package is one new file there (CONTRIBUTING.md). Methods of
+your own, outside the package, are *plugins*: modules that call :func:`register` when imported, found by
+
+- ``HALLUSCOPE_PLUGINS``: module names or ``.py`` file paths, separated by commas (for scripts and the CLI:
+  ``HALLUSCOPE_PLUGINS=./mymethod.py halluscope score answers.jsonl -m my_method``);
+- the entry-point group ``halluscope.methods`` of an installed package (``[project.entry-points."halluscope.methods"]
+  my_method = "mypackage.methods"``);
+- or an ``import`` in your own program before the :class:`~halluscope.pipeline.Detector` is made.
+
+Ray's actors import the plugins of the methods they score (:func:`plugin_sources`), however they were registered,
+except a method registered in ``__main__`` (a script or notebook), which they cannot import: an error says so.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import importlib.util
+import os
 import pkgutil
+import re
+import sys
 import threading
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 LEVELS = ("sentence", "response")
-# what a method may declare it needs; the artefact store computes each once per chunk of records
+# what a method may declare it needs; the artefact store computes each once per chunk of records, when asked
 NEEDS = {
     "sentences": "the response split into sentences (cached per text)",
     "sample_sentences": "each sample split into sentences (cached per text)",
@@ -46,9 +61,13 @@ NEEDS = {
 
 @dataclass(frozen=True)
 class MethodSpec:
-    """What a method is. ``aggregate`` says how its sentence scores become the response score (``mean`` or
-    ``max``); a response-level method scores the whole answer and has none. Scores are hallucination scores: higher =
-    more likely hallucinated (a confidence c is reported as 1 - c)."""
+    """What a method is. ``aggregate`` names the rule by which its scorer turns sentence scores into the response
+    score (``mean``, ``max``, ``token-mean``): the scorer computes that score itself (``MethodScores.passage``), and
+    the name is what ``halluscope methods`` and the results' settings show; a response-level method scores the whole
+    answer and has none. ``needs`` declares the artefacts it reads (listed by ``halluscope methods``; ``llm``,
+    ``logprobs`` and ``proxy_lm`` also decide where it can run: Ray's actors load no LLM); its scorer asks the run's
+    :class:`~halluscope.engine.store.Artefacts` for them, which computes each once. Scores are hallucination scores:
+    higher = more likely hallucinated (a confidence c is reported as 1 - c)."""
 
     name: str
     level: str
@@ -62,6 +81,9 @@ class MethodSpec:
     options: tuple[str, ...] = ()  # the keys it takes in Detector(method_options={name: {...}})
 
     def __post_init__(self) -> None:
+        if not re.fullmatch(r"[a-z][a-z0-9_]*", self.name):  # --methods lower-cases and splits on commas
+            raise ValueError(f"method {self.name!r}: a name is lower-case letters, digits and _, starting with a "
+                             "letter (--methods lower-cases what it is given and splits it on commas)")
         if self.level not in LEVELS:
             raise ValueError(f"method {self.name}: level must be one of {LEVELS}")
         unknown = [n for n in self.needs if n not in NEEDS]
@@ -86,16 +108,73 @@ _LOADED = False
 # modules outside halluscope.scorers that register methods
 _OTHER_MODULES = ("halluscope.engine.components",)
 _LOAD_LOCK = threading.RLock()  # re-entrant: a module being imported may ask the registry
+PLUGINS_ENV = "HALLUSCOPE_PLUGINS"
+ENTRY_POINTS = "halluscope.methods"
+_ORIGIN: dict[str, str] = {}  # method -> the module that registered it
+_PLUGIN_FILES: dict[str, str] = {}  # module name -> the .py file it was imported from (HALLUSCOPE_PLUGINS)
 
 
 def register(*specs: MethodSpec, build: Callable[[list[str], Any], Any]) -> None:
     """Declare methods computed by one ``build(names, artefacts)``; a name is registered once."""
     group = specs[0].group or specs[0].name
+    origin = sys._getframe(1).f_globals.get("__name__", "")
     for s in specs:
         if s.name in _SPECS and _SPECS[s.name] != s:
             raise ValueError(f"method {s.name!r} is registered twice")
         _SPECS[s.name] = s if s.group == group else MethodSpec(**{**vars(s), "group": group})
+        _ORIGIN.setdefault(s.name, origin)
     _BUILDERS[group] = build
+
+
+def load_plugins(entries) -> None:
+    """Import plugin modules (module names, or paths of ``.py`` files), each once; one that cannot be imported is a
+    ValueError naming it."""
+    for entry in [e.strip() for e in entries if e and e.strip()]:
+        try:
+            if entry.endswith(".py") or os.sep in entry:
+                path = os.path.abspath(os.path.expanduser(entry))
+                stem = re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
+                name = f"halluscope_plugin_{stem}_{hashlib.sha1(path.encode()).hexdigest()[:8]}"  # one per file
+                if _PLUGIN_FILES.get(name) == path:
+                    continue
+                spec_ = importlib.util.spec_from_file_location(name, path)
+                if spec_ is None or not os.path.isfile(path):
+                    raise FileNotFoundError(f"no file {path}")
+                module = importlib.util.module_from_spec(spec_)
+                if os.path.dirname(path) not in sys.path:  # its own sibling modules import as they do beside it
+                    sys.path.append(os.path.dirname(path))
+                sys.modules[name] = module
+                _PLUGIN_FILES[name] = path
+                try:
+                    spec_.loader.exec_module(module)
+                except BaseException:
+                    del sys.modules[name], _PLUGIN_FILES[name]
+                    raise
+            else:
+                importlib.import_module(entry)
+        except Exception as e:  # noqa: BLE001 (whatever the plugin raised, said with its name)
+            raise ValueError(f"the plugin {entry} cannot be imported: {type(e).__name__}: {e}") from e
+
+
+def plugin_sources(names) -> list[str]:
+    """What another process must import to have ``names`` registered (for :func:`load_plugins`): the file of a
+    plugin imported from a path, or of a top-level module (``import mymethod`` found it beside the script, where
+    a worker may not look), else the module's name (a package installed on every node, as halluscope must be)."""
+    specs()
+    out = []
+    for n in names:
+        mod = _ORIGIN.get(n, "")
+        if not mod or mod.startswith("halluscope."):
+            continue
+        if mod == "__main__":
+            raise ValueError(f"method {n} is registered in __main__ (a script or notebook), which other processes "
+                             f"cannot import: register it in a module file and name that file in {PLUGINS_ENV} (or "
+                             "import it)")
+        file = _PLUGIN_FILES.get(mod) or ("." not in mod and getattr(sys.modules.get(mod), "__file__", None))
+        src = file or mod
+        if src not in out:
+            out.append(src)
+    return out
 
 
 def _load() -> None:
@@ -113,6 +192,10 @@ def _load() -> None:
             importlib.import_module(f"{pkg.__name__}.{mod.name}")
         for name in _OTHER_MODULES:
             importlib.import_module(name)
+        from importlib.metadata import entry_points
+
+        load_plugins([ep.value.split(":")[0] for ep in entry_points(group=ENTRY_POINTS)])
+        load_plugins(os.environ.get(PLUGINS_ENV, "").split(","))
         _LOADED = True
 
 

@@ -52,14 +52,16 @@ class ScoreActor:
     changed embeddings reorder the sample sentences closest to a sentence, nli_support by up to 0.05 on WikiBio
     (README, Scale-out on Ray)."""
 
-    def __init__(self, detector_kwargs: dict[str, Any], threads: int | None = None):
+    def __init__(self, detector_kwargs: dict[str, Any], threads: int | None = None, plugins: list[str] = ()):
         t0 = time.perf_counter()
         if threads:
             import torch
 
             torch.set_num_threads(int(threads))
+        from ..engine.registry import load_plugins
         from ..pipeline import Detector
 
+        load_plugins(plugins)  # the driver's methods of one's own (a file path must be the same on every node)
         self.detector = Detector(**detector_kwargs)
         self.detector.scorers()  # loads the models of the chosen methods now, not inside the first batch
         self.load_seconds = round(time.perf_counter() - t0, 3)

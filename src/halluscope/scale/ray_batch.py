@@ -93,6 +93,7 @@ class _Plan:
     num_gpus_per_actor: float | None
     num_cpus_per_actor: float | None
     max_retries: int | None
+    plugins: list[str]  # what the actors import to have the methods of one's own (registry.plugin_sources)
 
 
 def score_with_ray(source, output_dir: str | Path, methods=None, address: str | None = None,
@@ -146,6 +147,7 @@ def score_with_ray(source, output_dir: str | Path, methods=None, address: str | 
 def _make_plan(output_dir, methods, detector_options, batch_tokens, shard_records, num_actors, num_gpus_per_actor,
                num_cpus_per_actor, max_retries) -> _Plan:
     """Validate the options here, before any Ray work (a Detector is cheap until its models are asked for)."""
+    from ..engine.registry import plugin_sources
     from ..pipeline import Detector, asks_llm
 
     det = Detector(methods=methods, **detector_options)
@@ -163,7 +165,8 @@ def _make_plan(output_dir, methods, detector_options, batch_tokens, shard_record
     if num_gpus_per_actor is not None and num_gpus_per_actor < 0:
         raise ValueError(f"num_gpus_per_actor must be 0 or more, got {num_gpus_per_actor}")
     return _Plan(Path(output_dir), {**detector_options, "methods": actor_methods}, run_comb, det.chunk_size,
-                 batch_tokens, shard_records, num_actors, num_gpus_per_actor, num_cpus_per_actor, max_retries)
+                 batch_tokens, shard_records, num_actors, num_gpus_per_actor, num_cpus_per_actor, max_retries,
+                 plugin_sources(actor_methods))
 
 
 def _open_output(plan: _Plan, resume: bool) -> dict:
@@ -281,7 +284,8 @@ def _score_stage(ray, ds, plan: _Plan, reserve_cpu: bool, summary: RayRun):
         kwargs.update(max_restarts=plan.max_retries, max_task_retries=plan.max_retries)
     return ds.map_batches(ScoreActor, batch_size=1, batch_format="pandas", num_cpus=cpus,
                           compute=ray.data.ActorPoolStrategy(size=n),
-                          fn_constructor_kwargs={"detector_kwargs": plan.detector_kwargs, "threads": threads},
+                          fn_constructor_kwargs={"detector_kwargs": plan.detector_kwargs, "threads": threads,
+                                                 "plugins": plan.plugins},
                           **kwargs)
 
 
