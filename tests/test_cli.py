@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -29,7 +30,10 @@ def test_reproduce_wikibio_json_keys(data_dir):
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert set(d) == {"ngram1_max", "ngram2_avg", "random"}
-    assert set(d["ngram1_max"]) == {"nonfact", "nonfact_star", "factual", "pearson", "spearman", "prr"}
+    assert set(d["ngram1_max"]) == {"nonfact", "nonfact_star", "factual", "pearson", "spearman", "prr", "sentences",
+                                    "passages"}
+    assert (d["ngram1_max"]["passages"], d["random"]["passages"]) == (40, 40)
+    assert d["ngram1_max"]["sentences"] == d["random"]["sentences"] > 200
     assert 50 < d["ngram1_max"]["nonfact"] <= 100
     assert 0 < d["ngram1_max"]["prr"] <= 100 and d["random"]["prr"] == 0  # passages ranked better than chance
 
@@ -402,3 +406,47 @@ def test_bad_options_and_outputs_fail_before_any_scoring(tmp_path):
     con.print(_table({"ngram1_max [claims, max]": {"nonfact": 90.0}}))
     text = " ".join(con.export_text().split())
     assert "ngram1_max [claims, max]" in text and "all in %: sentence AUC-PR" in text  # the units: PRR is in % too
+
+
+def test_evaluate_counts_leaves_out_nan_shows_response_methods_notes_ties_and_recalibrates(tmp_path, wikibio):
+    """`evaluate` on a results file: a NaN sentence score is left out and counted (one stopped the whole table with
+    "Input contains NaN"); a response-level method gets its passage figures (it was dropped without a word); a
+    score of few distinct values whose AUC-PR its ties flatter gets a note with the random-tie figures; and
+    `--calibration` recomputes a `probability` that `-m` asks for (it was refused as absent)."""
+    from halluscope import calibration
+    from halluscope.io import write_results
+    from halluscope.types import ItemResult, Results
+
+    rng = np.random.default_rng(0)
+    items = []
+    for r in wikibio[:12]:
+        y = np.asarray(r.labels, float)
+        noisy = np.clip(0.6 * y + 0.4 * rng.random(len(y)), 0, 1)
+        items.append(ItemResult(id=r.id, sentences=list(r.sentences), labels=list(y), num_samples=5,
+                                response=r.response,
+                                sentence_scores={**{m: list(noisy) for m in calibration.DEFAULT_COMPONENTS},
+                                                 "coarse": list(np.round(noisy * 2) / 2)},
+                                passage_scores={**{m: float(noisy.mean()) for m in calibration.DEFAULT_COMPONENTS},
+                                                "coarse": float(np.mean(np.round(noisy * 2) / 2)),
+                                                "whole": float(y.mean() + 0.1 * rng.random())}))
+    items[0].sentence_scores["bertscore"][0] = float("nan")
+    f = tmp_path / "res.jsonl"
+    write_results(Results(items=items, methods=[*calibration.DEFAULT_COMPONENTS, "coarse", "whole"]), f)
+    n = sum(len(it.sentences) for it in items)
+    r = runner.invoke(app, ["evaluate", str(f), "-m", "bertscore,coarse,whole", "--json"])
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.stdout)
+    assert (got["random"]["sentences"], got["random"]["passages"]) == (n, 12)
+    assert got["bertscore"]["sentences"] == n - 1 and 0 < got["bertscore"]["nonfact"] <= 100
+    assert got["whole"]["sentences"] == 0 and got["whole"]["nonfact"] is None and got["whole"]["pearson"] > 50
+    assert got["ties"]["coarse"]["distinct"] == 3 and "bertscore" not in got["ties"]
+    shown = runner.invoke(app, ["evaluate", str(f), "-m", "bertscore,coarse,whole"])
+    text = " ".join(shown.output.split())
+    assert f"({n} labelled sentences in 12 passages)" in text and "bertscore: no score for 1 of the sentences" in text
+    assert "whole: a response-level method: passage figures only" in text
+    assert "coarse: 3 distinct scores over" in text and "--ties random" in text
+    cal = runner.invoke(app, ["evaluate", str(f), "-m", "probability,bertscore", "--json", "--calibration",
+                              str(calibration.packaged_path())])
+    assert cal.exit_code == 0, cal.output
+    figures = json.loads(cal.stdout)
+    assert figures["probability"]["sentences"] == n - 1 and figures["calibration"]["n"] == n - 1

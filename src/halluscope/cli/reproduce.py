@@ -80,7 +80,9 @@ def reproduce_wikibio(
         print(json.dumps(json_safe({m: v for m, v in figures.items()}), indent=1))
         return
     paper = {m: paper_row(m) for m in figures}
-    console.print(_table(figures, paper, title=f"WikiBio GPT-3, {n}: ours (paper below)"))
+    sentences = figures.get("random", {}).get("sentences", "?")
+    console.print(_table(figures, paper, title=f"WikiBio GPT-3, {n} ({sentences} sentences): ours (paper below: all "
+                         "238 passages, 1908 sentences)"))
     console.print(f"[dim]AUC-PR = trapezoidal area under the PR curve (sklearn auc(recall, precision)); "
                   f"{res.settings.get('seconds', 0):.1f}s[/]")
 

@@ -241,14 +241,14 @@ def evaluate(
     from ..io import write_results
 
     chosen = [m.strip() for m in methods.split(",")] if methods else None
-    res, scored_now = load_results(path, with_, combine, _parse_range(passages), chosen, learned)
+    res, scored_now = load_results(path, with_, combine, _parse_range(passages), chosen, learned, calibration_file)
     if res is None:  # labelled records: score them now
         if output:
             prepare_output(output, path)
         det = _detector(methods, encoder, layer, nli, precision=precision, split=split,
                         learned=str(learned) if learned else None)
         res = _score_labelled(det, path, _parse_range(passages))
-    if calibration_file:
+    if calibration_file and scored_now:  # a results file's was recomputed as it was read
         from .. import calibration
 
         calibration.apply(res.items, calibration.load(calibration_file))
@@ -289,8 +289,20 @@ def _render_figures(figures: dict, name: str, as_json: bool) -> None:
         print(json.dumps(json_safe(figures), indent=1))
         return
     calib, answers = figures.pop("calibration", None), figures.pop("answers", None)
+    ties = figures.pop("ties", {})
     if figures:
-        console.print(_table(figures, title=f"{name}: sentences and passages"))
+        base = figures.get("random", {})
+        console.print(_table(figures, title=f"{name}: sentences and passages ({base.get('sentences', '?')} labelled "
+                             f"sentences in {base.get('passages', '?')} passages)"))
+        for m, r in figures.items():
+            if m != "random" and r.get("sentences", 0) < base.get("sentences", 0):
+                left = base["sentences"] - r["sentences"]
+                console.print(f"{m}: a response-level method: passage figures only" if not r["sentences"] else
+                              f"{m}: no score for {left} of the sentences (left out)", highlight=False)
+    for m, r in ties.items():
+        console.print(f"{m}: {r['distinct']} distinct scores over {r['sentences']} sentences; with tied scores in "
+                      f"random order NonFact {r['nonfact']:.2f}, NonFact* {r['nonfact_star']:.2f}, Factual "
+                      f"{r['factual']:.2f} (the trapezoidal AUC-PR favours ties; --ties random)", highlight=False)
     if calib:
         console.print(f"probability, {calib['n']} labelled sentences: ECE {calib['ece']:.4f}, Brier "
                       f"{calib['brier']:.4f} ({calib['bins']} bins; positive: minor or major inaccurate)")

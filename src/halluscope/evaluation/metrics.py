@@ -20,6 +20,7 @@ from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import auc, precision_recall_curve
 
 COLUMNS = ("nonfact", "nonfact_star", "factual", "pearson", "spearman", "prr")
+COUNTS = ("sentences", "passages")  # beside the figures: what they were computed over
 COLUMNS_NOTE = ("all in %: sentence AUC-PR (NonFact, NonFact*, Factual), passage Pearson and Spearman, and the PRR "
                 "of rejecting passages by score (100 = the labels' order, 0 = random)")
 
@@ -52,16 +53,21 @@ class LabelledScores:
 
 
 def evaluate_scores(ls: LabelledScores) -> dict[str, float]:
-    y = ls.sent_labels
-    s = ls.sent_scores
-    keep = ls.passage_labels[ls.sent_passage] < 0.99
+    """The paper's figures (percent) over the sentences and passages that have a score: a NaN score (not computed)
+    is left out, and ``sentences`` / ``passages`` count those that count (a response-level method has no sentence
+    scores: only its passage figures)."""
+    scored = ~np.isnan(np.asarray(ls.sent_scores, dtype=float))
+    y = ls.sent_labels[scored]
+    s = np.asarray(ls.sent_scores, dtype=float)[scored]
+    keep = ls.passage_labels[ls.sent_passage[scored]] < 0.99
     out = {
-        "nonfact": auc_pr(y > 0.499, s),
-        "nonfact_star": auc_pr(y[keep] > 0.99, s[keep]),
-        "factual": auc_pr(y < 0.001, -s),
+        "nonfact": auc_pr(y > 0.499, s) if len(y) else float("nan"),
+        "nonfact_star": auc_pr(y[keep] > 0.99, s[keep]) if keep.any() else float("nan"),
+        "factual": auc_pr(y < 0.001, -s) if len(y) else float("nan"),
     }
     ps = np.asarray(ls.passage_scores, dtype=float)
     ok = np.isfinite(ps)
+    out["sentences"], out["passages"] = int(scored.sum()), int(ok.sum())
     if ok.sum() >= 3 and np.std(ps[ok]) > 0 and np.std(ls.passage_labels[ok]) > 0:  # else undefined (NaN)
         out["pearson"] = 100.0 * float(pearsonr(ls.passage_labels[ok], ps[ok])[0])
         out["spearman"] = 100.0 * float(spearmanr(ls.passage_labels[ok], ps[ok])[0])
@@ -88,7 +94,7 @@ def evaluate_scores_random_ties(ls: LabelledScores, draws: int = 20, seed: int =
         jittered = LabelledScores(ls.sent_labels, s + eps * rng.random(len(s)), ls.sent_passage, ls.passage_labels,
                                   ls.passage_scores)
         runs.append(evaluate_scores(jittered))
-    return {k: float(np.mean([r[k] for r in runs])) for k in runs[0]}
+    return {k: runs[0][k] if k in COUNTS else float(np.mean([r[k] for r in runs])) for k in runs[0]}
 
 
 def random_baseline(ls: LabelledScores) -> dict[str, float]:
@@ -101,6 +107,8 @@ def random_baseline(ls: LabelledScores) -> dict[str, float]:
         "pearson": float("nan"),
         "spearman": float("nan"),
         "prr": 0.0,  # a random order rejects no better than chance, by definition
+        "sentences": int(len(y)),
+        "passages": int(len(ls.passage_labels)),
     }
 
 

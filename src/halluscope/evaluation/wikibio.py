@@ -81,29 +81,53 @@ def labelled_scores(results: Results, method: str) -> LabelledScores:
     if not items:
         raise ValueError("these results carry no labels: evaluation needs labelled records")
     labels = np.concatenate([np.asarray(it.labels, float) for it in items])
-    scores = np.concatenate([np.asarray(it.sentence_scores[method], float) for it in items])
+    # a response-level method has no sentence scores (NaN: left out), only its passage score
+    scores = np.concatenate([np.asarray(it.sentence_scores.get(method, [np.nan] * len(it.labels)), float)
+                             for it in items])
     passage = np.concatenate([[k] * len(it.labels) for k, it in enumerate(items)]).astype(int)
     pl = np.array([np.mean(it.labels) for it in items])
-    ps = np.array([it.passage_scores[method] for it in items])
+    ps = np.array([it.passage_scores.get(method, np.nan) for it in items], float)
     return LabelledScores(labels, scores, passage, pl, ps)
 
 
 def evaluate_results(
     results: Results, methods: Sequence[str] | None = None, ties: str = "as-is"
 ) -> dict[str, dict[str, float]]:
-    """Figures (percent) for each method, plus the ``random`` baseline row. ``ties="random"``: sentence AUC-PR
-    with tied scores in random order (mean of 20 draws), see :func:`evaluate_scores_random_ties`."""
+    """Figures (percent) for each method, plus the ``random`` baseline row; a response-level method gets its passage
+    figures (it has no sentence scores), and each row counts the sentences and passages it was computed over (a
+    NaN score is left out). ``ties="random"``: sentence AUC-PR with tied scores in random order (mean of 20 draws),
+    see :func:`evaluate_scores_random_ties`."""
     if ties not in ("as-is", "random"):
         raise ValueError("ties must be 'as-is' or 'random'")
     methods = list(methods or results.methods or (results.items[0].sentence_scores if results.items else []))
     first = next((it for it in results.items if it.labels is not None), None)
-    methods = [m for m in methods if first is None or m in first.sentence_scores]  # response-level ones: no sentences
+    methods = [m for m in methods if first is None or m in first.sentence_scores or m in first.passage_scores]
     out: dict[str, dict[str, float]] = {}
     for m in methods:
         ls = labelled_scores(results, m)
         out[m] = evaluate_scores(ls) if ties == "as-is" else evaluate_scores_random_ties(ls)
     if methods:
         out["random"] = random_baseline(labelled_scores(results, methods[0]))
+    return out
+
+
+def tie_effects(results: Results, methods: Sequence[str], points: float = 1.0) -> dict[str, dict]:
+    """The methods whose sentence AUC-PR moves by ``points`` or more when their tied scores are put in random order
+    (a score with few distinct values, e.g. a share of the samples, is flattered by the paper's trapezoidal
+    AUC-PR): per method, its number of distinct sentence scores and the three figures with random ties."""
+    from .metrics import evaluate_scores, evaluate_scores_random_ties
+
+    out = {}
+    for m in methods:
+        ls = labelled_scores(results, m)
+        s = ls.sent_scores[~np.isnan(ls.sent_scores)]
+        distinct = len(np.unique(s))
+        if distinct == len(s):
+            continue
+        as_is, rand = evaluate_scores(ls), evaluate_scores_random_ties(ls)
+        cols = ("nonfact", "nonfact_star", "factual")
+        if any(abs(as_is[c] - rand[c]) >= points for c in cols if np.isfinite(as_is[c])):
+            out[m] = {"distinct": distinct, "sentences": int(len(s)), **{c: rand[c] for c in cols}}
     return out
 
 
@@ -119,6 +143,10 @@ def evaluate_all(results: Results, methods: Sequence[str] | None = None, ties: s
         raise ValueError("these results carry neither sentence labels nor answer grades ('correct'): evaluation "
                          "needs one of them")
     out: dict = evaluate_results(results, methods, ties) if labelled else {}
+    if labelled and ties == "as-is":
+        flattered = tie_effects(results, [m for m in out if m != "random"])
+        if flattered:
+            out["ties"] = flattered
     if labelled and NAME in results.items[0].sentence_scores:
         rep = report(results).get("sentences")
         if rep:
@@ -230,11 +258,13 @@ def sweep_layers(
     return evaluate_results(Results(items=items, methods=names), names)
 
 
-def load_results(path, with_=None, combine: str | None = None, positions=None, methods=None, learned=None):
+def load_results(path, with_=None, combine: str | None = None, positions=None, methods=None, learned=None,
+                 calibration_file=None):
     """A results file ready for :func:`evaluate_results` (``(results, False)``), or ``(None, True)`` when ``path``
     holds records to score: merged with the ``with_`` files by id, the combination recomputed from ``combine``
     (normalized over these records, as the paper does), restricted to ``positions``, ``learned`` applied when asked
-    for and absent, and only ``methods`` kept when given."""
+    for and absent, the default probability recomputed with ``calibration_file`` when given, and only ``methods``
+    kept when given."""
     from ..io import keep_methods, merge_results, read_results
     from ..scorers import combination
 
@@ -255,6 +285,11 @@ def load_results(path, with_=None, combine: str | None = None, positions=None, m
         from ..scorers.learned import LearnedCombination
 
         LearnedCombination.load(learned).apply(res.items)
+    if calibration_file:  # before the methods are picked: "probability" may be asked for and recomputed here
+        from .. import calibration
+
+        calibration.apply(res.items, calibration.load(calibration_file))
+        res.methods = list(dict.fromkeys([*res.methods, calibration.NAME]))
     if methods:
         keep_methods(res, methods)
     return res, False
