@@ -49,3 +49,34 @@ def test_packaged_model_and_train_command(tmp_path, wikibio):
     d = json.loads(r.stdout)
     assert set(d["weights"]) == {"ngram1_max", "ngram1_avg"} and "learned" in d["cross_validated"]
     assert LearnedCombination.load(out).components == ["ngram1_max", "ngram1_avg"]
+
+
+def test_combiners_fitted_in_python_are_used_by_the_detector_and_a_refit_file_is_read_again(tmp_path, wikibio):
+    """A Logistic or Calibrated combiner fitted in Python and saved is what `Detector(learned=...)` and
+    `Detector(calibration=...)` read (their own formats refused it: two files for one model); a calibration file
+    rewritten at the same path is read again (a notebook's refit was served from the first read's cache)."""
+    from halluscope.combine import Calibrated, Logistic, Platt, ZMean
+    from halluscope.scorers.learned import features, labels
+
+    comps = ["ngram1_max", "support"]
+    train = Detector(methods=comps).score(wikibio[:10])
+    X, y = features(train, comps), labels(train)
+    lr = Logistic(comps).fit(X, y)
+    lr.save(tmp_path / "lr.json")
+    test = wikibio[10:12]
+    got = Detector(methods=[*comps, "learned"], learned=str(tmp_path / "lr.json")).score(test)
+    want = lr.predict_proba(features(got, comps))
+    assert np.concatenate([it.sentence_scores["learned"] for it in got]) == pytest.approx(want, abs=1e-9)
+    zm = ZMean(comps).fit(X)
+    cal = Calibrated(base=zm, sentence=Platt().fit(zm.transform(X), y), response=Platt())
+    cal.save(tmp_path / "cal.json")
+    probs = Detector(methods=[*comps, "probability"], calibration=str(tmp_path / "cal.json")).score(test)
+    p0 = np.concatenate([it.sentence_scores["probability"] for it in probs])
+    assert p0 == pytest.approx(cal.sentence.predict_proba(zm.transform(features(probs, comps))), abs=1e-9)
+    with pytest.raises(ValueError, match="never fitted"):
+        Logistic(comps).save(tmp_path / "unfitted.json") or LearnedCombination.load(tmp_path / "unfitted.json")
+    steeper = Calibrated(base=zm, sentence=Platt(a=cal.sentence.a * 3, b=cal.sentence.b), response=Platt())
+    steeper.save(tmp_path / "cal.json")  # the same path, rewritten
+    p1 = np.concatenate([it.sentence_scores["probability"] for it in Detector(
+        methods=[*comps, "probability"], calibration=str(tmp_path / "cal.json")).score(test)])
+    assert not np.allclose(p0, p1)

@@ -40,8 +40,18 @@ def packaged_path() -> Path:
     return Path(str(resources.files("halluscope") / "data" / "calibration.json"))
 
 
-@lru_cache(maxsize=4)
 def _read(path: str) -> dict:
+    """The calibration file's content, read again when the file changes (a refit written to the same path in a
+    notebook was served from the cache of the first read)."""
+    try:
+        st = Path(path).stat()
+    except OSError:
+        return {}
+    return _parse(path, st.st_mtime_ns, st.st_size)
+
+
+@lru_cache(maxsize=4)
+def _parse(path: str, _mtime_ns: int, _size: int) -> dict:
     p = Path(path)
     if not p.is_file():
         return {}
@@ -60,8 +70,11 @@ def load(path: str | Path | None = None) -> Calibrated:
     if path and not Path(path).is_file():
         raise ValueError(f"no calibration file {path}: `halluscope calibrate -o {path}` writes one")
     d = _read(str(path or packaged_path()))
+    if d.get("kind") == "calibrated":  # a Calibrated combiner saved on its own (Calibrated(...).save(path))
+        return from_dict(d)
     if "probability" not in d:
-        raise ValueError(f"no calibrated probability in {path or packaged_path()}: run `halluscope calibrate`")
+        raise ValueError(f"no calibrated probability in {path or packaged_path()}: run `halluscope calibrate` (or "
+                         "save a fitted Calibrated combiner there)")
     return from_dict(d["probability"])
 
 
@@ -178,7 +191,7 @@ def describe_platt(d: dict) -> str:
 def save(content: dict, path: str | Path | None = None) -> Path:
     p = Path(path or packaged_path())
     p.write_text(json.dumps(content, indent=1) + "\n")
-    _read.cache_clear()
+    _parse.cache_clear()
     return p
 
 

@@ -64,8 +64,17 @@ class LearnedCombination:
         p = Path(path) if path else default_path()
         try:
             d = json.loads(p.read_text())
+            if d.get("kind") == "logistic":  # a fitted Logistic combiner saved on its own (Logistic(...).save(path))
+                from ..combine import from_dict
+
+                lr = from_dict(d)
+                if not lr.weights:
+                    raise ValueError("the Logistic combiner saved there was never fitted")
+                return cls(components=list(lr.components), mean=list(lr.mean), scale=list(lr.scale),
+                           weights=list(lr.weights), bias=float(lr.bias), trained_on=lr.fitted_on,
+                           settings={"C": lr.C})
             return cls(**d)
-        except (OSError, ValueError, TypeError) as e:
+        except (OSError, ValueError, TypeError, KeyError) as e:
             raise ValueError(f"cannot read the learned combination file {p}: {e}") from e
 
     # ------------------------------------------------------------------ use

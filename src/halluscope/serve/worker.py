@@ -282,7 +282,7 @@ class ScoringLoop:
             return
         from .. import calibration
 
-        calibration._read.cache_clear()
+        calibration._parse.cache_clear()
         self._mtime = m  # a file that cannot be used is not retried until it changes again
         if m is None and self._served_file:  # removed (or being rewritten): the packaged one is not a fallback
             log.warning("the calibration file %s is gone: the previous configuration is kept", self.calibration)
