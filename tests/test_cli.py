@@ -445,6 +445,16 @@ def test_evaluate_counts_leaves_out_nan_shows_response_methods_notes_ties_and_re
     assert f"({n} labelled sentences in 12 passages)" in text and "bertscore: no score for 1 of the sentences" in text
     assert "whole: a response-level method: passage figures only" in text
     assert "coarse: 3 distinct scores over" in text and "--ties random" in text
+    for it in items:  # a sentence method with no score at all is not called response-level
+        it.sentence_scores["blank"] = [float("nan")] * len(it.sentences)
+        it.passage_scores["blank"] = float("nan")
+    del items[3].sentence_scores["coarse"]  # a method missing from one record (a --with file of other records)
+    write_results(Results(items=items, methods=[*calibration.DEFAULT_COMPONENTS, "coarse", "whole", "blank"]), f)
+    blank = runner.invoke(app, ["evaluate", str(f), "-m", "blank,whole"])
+    assert blank.exit_code == 0 and "blank: no score for" in blank.output, blank.output
+    gap = runner.invoke(app, ["evaluate", str(f), "-m", "coarse"])
+    assert gap.exit_code == 2 and f"coarse: no sentence scores in 1 of the 12 labelled records (e.g. {items[3].id})" \
+        in " ".join(gap.output.split()), gap.output
     cal = runner.invoke(app, ["evaluate", str(f), "-m", "probability,bertscore", "--json", "--calibration",
                               str(calibration.packaged_path())])
     assert cal.exit_code == 0, cal.output

@@ -201,36 +201,69 @@ def test_a_method_of_ones_own_from_a_plugin_file_in_the_cli_and_its_mistakes_nam
         MethodSpec("MyUpper", level="sentence", needs=(), bounded=True, source="", formula="")
 
 
-def test_a_method_that_fails_on_one_record_costs_that_record_only(monkeypatch):
-    """A method that raises on one record of a chunk: that record is an error of its own (field <scoring>, the
-    exception said), the chunk's other records are scored as they are alone (a whole batch job stopped, on Ray
-    too); a method that fails on every record raises its error."""
+@pytest.fixture
+def own_registry(monkeypatch):
+    """The method registry as it is, restored after the test: methods a test registers do not outlive it."""
     from halluscope.engine import registry
-    from halluscope.engine.registry import MethodSpec, register
-    from halluscope.scorers.base import MethodScores
 
     registry.specs()
-    for name in ("_SPECS", "_BUILDERS", "_ORIGIN"):
+    for name in ("_SPECS", "_BUILDERS", "_ORIGIN", "_PLUGIN_FILES"):
         monkeypatch.setattr(registry, name, dict(getattr(registry, name)))
+    return registry
 
-    class Picky:
-        def score(self, items):
-            if any(it.id.startswith("bad") for it in items):
-                raise RuntimeError("cannot read this one")
-            return {"picky": [MethodScores(np.full(len(it.sentences), 0.5), 0.5) for it in items]}
 
-    register(MethodSpec("picky", level="sentence", needs=("sentences",), bounded=True, source="a test",
-                        formula="0.5, except on records named bad..."), build=lambda names, art: Picky())
-    recs = [{"id": i, "response": "Canberra is the capital. It is in Australia.",
-             "samples": ["Canberra is the capital of Australia.", "The capital is Canberra."]} for i in "a bad b".split()]
+PICKY = Path(__file__).with_name("picky_plugin.py")
+
+
+def test_a_method_that_fails_on_one_record_costs_that_record_only(own_registry):
+    """A method that raises on one record: that record is an error of its own (field <scoring>, the exception
+    said), the other records are scored as they are alone, also where the bad record is alone in its chunk (a whole
+    batch job stopped, on Ray too); where no record of a run can be scored, or a first chunk of several fails whole,
+    the method's error is raised."""
+    own_registry.load_plugins([str(PICKY)])
+    rec = {"response": "Canberra is the capital. It is in Australia.",
+           "samples": ["Canberra is the capital of Australia.", "The capital is Canberra."]}
+    def make(ids):  # a record named bad... says "unreadable"
+        return [{**rec, "id": i, "response": rec["response"] + (" It is unreadable." if i.startswith("bad") else "")}
+                for i in ids]
+
+    recs = make(["a", "bad", "b"])
     res = Detector(methods="picky,ngram1_max").score(recs)
     assert [it.id for it in res.items] == ["a", "b"] and res.items[0].sentence_scores["picky"] == [0.5, 0.5]
-    assert [(e.record, e.field, e.message) for e in res.errors] == [("bad", "<scoring>",
-                                                                     "RuntimeError: cannot read this one")]
+    assert [(e.record, e.field, e.message) for e in res.errors] == [
+        ("bad", "<scoring>", "RuntimeError: cannot read an unreadable answer")]
     alone = Detector(methods="ngram1_max").score(recs[:1])
     assert res.items[0].sentence_scores["ngram1_max"] == alone.items[0].sentence_scores["ngram1_max"]
-    with pytest.raises(RuntimeError, match="cannot read this one"):
-        Detector(methods="picky").score([recs[1], {**recs[1], "id": "bad2"}])  # each alone fails too
+    for order, size in ((["a", "b", "bad"], 2), (["a", "b", "bad1", "bad2"], 2), (["a", "bad1", "bad2"], 1)):
+        got = Detector(methods="picky", chunk_size=size).score(make(order))
+        assert [it.id for it in got.items] == ["a", "b"][:len(order) - sum(i.startswith("bad") for i in order)]
+        assert [e.record for e in got.errors] == [i for i in order if i.startswith("bad")], order
+    for order, size in ((["bad"], 16), (["bad1", "bad2", "a"], 2)):
+        with pytest.raises(RuntimeError, match="cannot read an unreadable answer"):
+            Detector(methods="picky", chunk_size=size).score(make(order))
+
+
+def test_a_plugin_imported_twice_registers_once(own_registry):
+    """A plugin imported by its name and by its path, or reloaded, registers the same methods again without
+    "registered twice" (a Ray actor imports the driver's plugin by path, then HALLUSCOPE_PLUGINS or an entry
+    point names it again); another method under a taken name is still refused."""
+    import importlib
+    import sys
+
+    from halluscope.engine.registry import MethodSpec, register
+
+    sys.path.insert(0, str(PICKY.parent))
+    try:
+        import picky_plugin
+
+        own_registry.load_plugins([str(PICKY), "picky_plugin"])
+        importlib.reload(picky_plugin)
+    finally:
+        sys.path.remove(str(PICKY.parent))
+    assert own_registry.plugin_sources(["picky"]) == [str(PICKY)]
+    with pytest.raises(ValueError, match="registered twice"):
+        register(MethodSpec("picky", level="sentence", needs=(), bounded=False, source="", formula=""),
+                 build=lambda names, art: None)
 
 
 def test_loading_a_model_leaves_the_applications_transformers_settings_alone():

@@ -75,6 +75,10 @@ def test_combiners_fitted_in_python_are_used_by_the_detector_and_a_refit_file_is
     assert p0 == pytest.approx(cal.sentence.predict_proba(zm.transform(features(probs, comps))), abs=1e-9)
     with pytest.raises(ValueError, match="never fitted"):
         Logistic(comps).save(tmp_path / "unfitted.json") or LearnedCombination.load(tmp_path / "unfitted.json")
+    from halluscope import calibration
+
+    with pytest.raises(ValueError, match="too few reviews"):  # the saved combiner is a base for a refit too
+        calibration.refit_from_reviews(str(tmp_path / "reviews.db"), tmp_path / "cal.json")
     steeper = Calibrated(base=zm, sentence=Platt(a=cal.sentence.a * 3, b=cal.sentence.b), response=Platt())
     steeper.save(tmp_path / "cal.json")  # the same path, rewritten
     p1 = np.concatenate([it.sentence_scores["probability"] for it in Detector(

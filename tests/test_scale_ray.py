@@ -446,3 +446,27 @@ def test_a_method_of_ones_own_reaches_the_actors(cluster, slice4, tmp_path, own_
     with pytest.raises(ValueError, match="in_main is registered in __main__"):
         score_with_ray(recs, tmp_path / "main", methods=["in_main"], num_actors=1)
     assert not (tmp_path / "main").exists() or not any((tmp_path / "main").rglob("*.parquet"))
+
+
+def test_a_record_a_method_raises_on_is_an_error_and_its_shard_is_scored_again(cluster, slice4, tmp_path,
+                                                                               own_registry):
+    """A record that a method raises on (tests/picky_plugin.py), alone in its batch: it goes to errors/ with field
+    <scoring> and the run goes on (the actor's exception aborted the whole Ray run); the shard is recorded with its
+    scoring errors, and a resumed run scores it again."""
+    own_registry.load_plugins([str(Path(__file__).with_name("picky_plugin.py"))])
+    recs = [record_dict(r) | {"samples": r.samples[:3]} for r in slice4[:3]]
+    recs[1]["response"] += " It is unreadable."
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    out = tmp_path / "out"
+    run = score_with_ray(str(src), out, methods=["picky", "ngram1_max"], num_actors=1, batch_tokens=1, chunk_size=1)
+    assert (run.records, run.errors, run.shards, run.shards_failed) == (2, 1, 1, [])
+    errs = [json.loads(x) for f in sorted((out / "errors").glob("*.jsonl")) for x in f.read_text().splitlines()]
+    assert errs == [{"record": recs[1]["id"], "field": "<scoring>",
+                     "message": "RuntimeError: cannot read an unreadable answer"}]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [s["scoring_errors"] for s in manifest["shards"].values()] == [1]
+    again = score_with_ray(str(src), out, methods=["picky", "ngram1_max"], num_actors=1, batch_tokens=1,
+                           chunk_size=1)
+    assert (again.shards_skipped, again.shards, again.records) == (0, 1, 2)
+    assert sorted(read_output(out, "passage")["id"]) == sorted([recs[0]["id"], recs[2]["id"]])

@@ -896,6 +896,8 @@ def test_cancel_list_and_prune_jobs_in_the_store(db, request, tmp_path):
     """A cancelled job's pending records are never scored, and a chunk scored meanwhile stores nothing; only the
     sending key or an admin cancels; jobs list newest first with their failures; prune deletes old results (reviewed
     ones only when asked, never a running job's) and finished jobs, and --dry-run counts the same."""
+    import datetime as dt
+
     import sqlalchemy as sa
 
     from halluscope.pipeline import Detector
@@ -928,10 +930,27 @@ def test_cancel_list_and_prune_jobs_in_the_store(db, request, tmp_path):
     store.save_job_results(engine, other, score(todo[:1]), {}, "team-b", {1: "no response"})
     with pytest.raises(ValueError, match="is done"):
         store.cancel_job(engine, other, "team-b", admin=False)
+    # a chunk that finishes a job while a cancel is under way (stored just after the cancel read the job): done
+    race = store.create_job(engine, [{**SHORT[0], "id": "y"}], {}, "team-b")
+    last = score(store.pending_job_records(engine, 16))
+    fired = []
+
+    def store_last(conn, cursor, statement, *args):
+        if not fired and statement.lstrip().startswith("SELECT jobs.status, jobs.key_name"):
+            fired.append(store.save_job_results(engine, race, last, {}, "team-b", {}))
+
+    sa.event.listen(engine, "after_cursor_execute", store_last)
+    try:
+        with pytest.raises(ValueError, match="is done"):
+            store.cancel_job(engine, race, "team-b", admin=False)
+    finally:
+        sa.event.remove(engine, "after_cursor_execute", store_last)
+    assert fired == [{0}] and store.get_job(engine, race)["status"] == "done"
+    _aged(engine, jobs, 2, id=race)
     _aged(engine, jobs, 1, id=jid)  # the older of the two
     listed = store.list_jobs(engine)
     assert [(j["id"], j["status"], j["failed"]) for j in listed["items"]] == [(other, "done", 1),
-                                                                                (jid, "cancelled", 0)]
+                                                                                (jid, "cancelled", 0), (race, "done", 0)]
     assert [j["id"] for j in store.list_jobs(engine, status="cancelled")["items"]] == [jid]
     with pytest.raises(ValueError, match="status"):
         store.list_jobs(engine, status="finished")
@@ -947,13 +966,18 @@ def test_cancel_list_and_prune_jobs_in_the_store(db, request, tmp_path):
         _aged(engine, jobs, 40, id=j)
     cmd = [sys.executable, "-m", "halluscope", "prune", "--db", url, "--before", "30d"]
     dry = subprocess.run(cmd + ["--dry-run"], capture_output=True, text=True, timeout=120)
-    assert dry.returncode == 0 and "would delete 3 results (0 reviews), 2 jobs (5 records)" in dry.stdout, dry
+    assert dry.returncode == 0 and "would delete 4 results (0 reviews), 2 jobs (5 records)" in dry.stdout, dry
     real = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert real.returncode == 0 and "deleted 3 results (0 reviews), 2 jobs (5 records)" in real.stdout, real
+    assert real.returncode == 0 and "deleted 4 results (0 reviews), 2 jobs (5 records)" in real.stdout, real
     with engine.connect() as c:
         left = sorted(c.execute(sa.select(results.c.record_id)).scalars())
     assert left == ["r0", "reviewed"]  # the running job's, and the reviewed one
-    assert store.prune(engine, store.now(), reviewed=True)["reviews"] == 1
+    aged = store.now() - dt.timedelta(days=40)  # when the reviewed result was stored, within seconds
+    for hours, n in ((-1, 0), (1, 1)):  # an hour before it, an hour after, written at +05:00 (SQLite stores UTC
+        at = (aged + dt.timedelta(hours=hours)).astimezone(dt.timezone(dt.timedelta(hours=5)))  # text: the offset
+        assert store.prune(engine, at, reviewed=True, dry_run=True)["results"] == n, hours  # was dropped)
+    assert store.prune(engine, store.now(), reviewed=True, batch=1) == {"results": 1, "reviews": 1, "jobs": 1,
+                                                                       "job_records": 1}  # the race's job, in slices
     assert store.get_job(engine, running)["status"] == "running" and store.get_job(engine, jid) is None
     future = subprocess.run(cmd[:-1] + ["2999-01-01"], capture_output=True, text=True, timeout=120)
     assert future.returncode == 2 and "in the future" in future.stderr
@@ -966,19 +990,19 @@ def test_jobs_listed_and_cancelled_over_http_and_the_cli(server, wikibio, tmp_pa
     exit 2 saying how many records were not scored)."""
     with server.client() as c:
         other = c.request("POST", "/v1/keys", json={"name": f"other-{uuid.uuid4().hex[:6]}", "scopes": ["submit"]})
-        jid = c.submit(_wiki(wikibio, 40, samples=4, start=40), tags={"run": "cancel"})["id"]
+        jid = c.submit(_wiki(wikibio, 60, samples=4, start=40), tags={"run": "cancel"})["id"]
     env = {"HALLUSCOPE_API_KEY": server.admin_key, "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
     with server.client(other["key"]) as c:
         with pytest.raises(Exception, match="HTTP 403.*another key"):
             c.cancel(jid)
-        assert jid in [j["id"] for j in c.jobs(status="running")["items"] + c.jobs(status="queued")["items"]]
+        assert {j["id"]: j["status"] for j in c.jobs(limit=1000)["items"]}[jid] in ("queued", "running")
     cli = [sys.executable, "-m", "halluscope", "jobs"]
     r = subprocess.run(cli + ["cancel", jid, "--server", server.url], capture_output=True, text=True, timeout=120,
                        env=env)
     assert r.returncode == 0 and f"job {jid}: cancelled" in r.stdout, r.stderr
     with server.client() as c:
         j = c.wait(jid, poll=0.2, timeout=60)
-        assert j["status"] == "cancelled" and j["done"] < 40
+        assert j["status"] == "cancelled" and j["done"] < 60
         time.sleep(2)  # a chunk scored when the job was cancelled stores nothing
         assert len(list(c.job_results(jid))) == c.job(jid)["done"] == j["done"]
         with pytest.raises(Exception, match="HTTP 404"):
@@ -989,14 +1013,50 @@ def test_jobs_listed_and_cancelled_over_http_and_the_cli(server, wikibio, tmp_pa
     head, *rows = listed.stdout.splitlines()
     assert head.split("\t") == ["id", "status", "done", "failed", "key", "tags", "created"]
     mine = [x.split("\t") for x in rows if x.startswith(jid)]
-    assert mine and mine[0][1:3] == ["cancelled", f"{j['done']}/40"] and mine[0][5] == "run:cancel"
+    assert mine and mine[0][1:3] == ["cancelled", f"{j['done']}/60"] and mine[0][5] == "run:cancel"
     out = tmp_path / "cancelled.jsonl"
     got = subprocess.run([sys.executable, "-m", "halluscope", "submit", "--job", jid, "--server", server.url, "-o",
                           str(out)], capture_output=True, text=True, timeout=120, env=env)
-    assert got.returncode == 2 and f"{40 - j['done']} of its 40 records were not scored" in got.stderr, got.stderr
+    assert got.returncode == 2 and f"{60 - j['done']} of its 60 records were not scored" in got.stderr, got.stderr
     assert len(out.read_text().splitlines()) == j["done"]
     with server.client() as c:
         small = c.submit([SHORT[0]])["id"]
         c.wait(small, poll=0.2, timeout=120)
         with pytest.raises(Exception, match="HTTP 409.*is done"):
             c.cancel(small)
+
+
+def test_a_job_chunk_that_no_record_of_can_be_scored_fails_its_records_and_the_queue_goes_on(tmp_path, monkeypatch):
+    """A method that raises on some records (tests/picky_plugin.py): the record is failed with the method's error
+    (by its position; the message names no batch-internal id) and its chunk's other record stored; a chunk where it
+    raises on every record (a bad record alone in the job's last chunk) fails them and the job finishes; before, the
+    loop retried that chunk for ever and every later job waited."""
+    from halluscope.engine import registry
+    from halluscope.pipeline import Detector
+    from halluscope.serve import store
+    from halluscope.serve.db import make_engine
+    from halluscope.serve.worker import ScoringLoop
+
+    registry.specs()
+    for name in ("_SPECS", "_BUILDERS", "_ORIGIN", "_PLUGIN_FILES"):
+        monkeypatch.setattr(registry, name, dict(getattr(registry, name)))
+    registry.load_plugins([str(Path(__file__).with_name("picky_plugin.py"))])
+    engine = make_engine(tmp_path / "p.db")
+    loop = ScoringLoop(engine, lambda cal, extra=(): Detector(methods="picky,ngram1_max"), job_chunk=2)
+    ids = ["a", "bad1", "b", "c", "bad2"]  # chunks: [a, bad1] [b, c] [bad2]
+    jid = store.create_job(engine, [{**SHORT[0], "id": i, "response": SHORT[0]["response"] + (" It is unreadable."
+                                                                                            if "bad" in i else "")}
+                                    for i in ids], {}, None)
+    nxt = store.create_job(engine, [{**SHORT[1], "id": "d"}], {}, None)
+    loop.start()
+    try:
+        deadline = time.time() + 120
+        while store.get_job(engine, nxt)["status"] != "done" and time.time() < deadline:
+            time.sleep(0.2)
+    finally:
+        loop.stop()
+    job = store.get_job(engine, jid)
+    assert (job["status"], job["done"]) == ("done", 5) and store.get_job(engine, nxt)["done"] == 1
+    assert [(e["index"], e["message"]) for e in job["errors"]] == [
+        (1, "<scoring>: RuntimeError: cannot read an unreadable answer"),
+        (4, "<scoring>: RuntimeError: cannot read an unreadable answer")]

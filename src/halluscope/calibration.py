@@ -69,13 +69,19 @@ def packaged_zstats(path: str | Path | None = None) -> dict[str, tuple[float, fl
 def load(path: str | Path | None = None) -> Calibrated:
     if path and not Path(path).is_file():
         raise ValueError(f"no calibration file {path}: `halluscope calibrate -o {path}` writes one")
-    d = _read(str(path or packaged_path()))
-    if d.get("kind") == "calibrated":  # a Calibrated combiner saved on its own (Calibrated(...).save(path))
-        return from_dict(d)
+    return from_dict(_wrapped(_read(str(path or packaged_path())), path or packaged_path())["probability"])
+
+
+def _wrapped(d: dict, path) -> dict:
+    """A calibration file's content: as ``calibrate`` writes it (``probability``, ``zstats``, ...), or a
+    :class:`~halluscope.combine.Calibrated` combiner saved on its own (``Calibrated(...).save(path)``), as the
+    former's ``probability``."""
+    if d.get("kind") == "calibrated":
+        return {"probability": d}
     if "probability" not in d:
-        raise ValueError(f"no calibrated probability in {path or packaged_path()}: run `halluscope calibrate` (or "
-                         "save a fitted Calibrated combiner there)")
-    return from_dict(d["probability"])
+        raise ValueError(f"no calibrated probability in {path}: run `halluscope calibrate` (or save a fitted "
+                         "Calibrated combiner there)")
+    return d
 
 
 def info(cal: Calibrated) -> MethodInfo:
@@ -314,7 +320,7 @@ def refit_from_reviews(db: str | None = None, base: str | Path | None = None, fo
     from .serve.store import reviewed_items
 
     base_path = base or packaged_path()
-    content = json.loads(Path(base_path).read_text())
+    content = _wrapped(json.loads(Path(base_path).read_text()), base_path)
     cal = from_dict(content["probability"])
     engine = make_engine(db)
     sentences, answers = reviewed_items(engine)

@@ -354,12 +354,13 @@ class Detector:
         t0 = time.perf_counter()
         streamed = self._streamed_combiners()
         scored: dict[str, ItemResult] = {}
+        failures: list[Exception] = []
         bar = _progress(progress, len(todo))
         try:
             for start in range(0, len(todo), self.chunk_size):
                 chunk = todo[start : start + self.chunk_size]
                 items = [PreparedItem.from_record(r, evidence(r) if evidence else None) for r in chunk]
-                for res in self._score_chunk(items, errors):
+                for res in self._score_chunk(items, errors, failures, fresh=not scored):
                     for combine in streamed:  # fixed statistics: applied per record, streamed with it
                         combine([res])
                     scored[res.id] = res
@@ -368,6 +369,8 @@ class Detector:
                 bar(len(chunk))
         finally:
             bar(None)
+        if failures and not scored:  # no record of the run could be scored: the method's failure, not a record's
+            raise failures[0]
         ordered = [done.get(r.id) or scored[r.id] for r in recs if r.id in done or r.id in scored]
         settings = self._settings(time.perf_counter() - t0, len(done))
         fixed = self._fixed_combination()
@@ -382,31 +385,34 @@ class Detector:
             write_results(Results(items=ordered + others, methods=results.methods), writer.path)
         return results
 
-    def _score_chunk(self, items: list[PreparedItem], errors: list[RecordError]) -> list[ItemResult]:
+    def _score_chunk(self, items: list[PreparedItem], errors: list[RecordError], failures: list[Exception],
+                     fresh: bool) -> list[ItemResult]:
         """A chunk's results. Where scoring the chunk raises, each record is scored alone: one that still raises is
-        an error of its own (field ``<scoring>``, the exception's type and message, in ``errors``) and the others
-        are scored, so one record a method cannot take does not stop a batch job; where every record fails alone,
-        the method fails whatever the record, and its first exception is raised. An LLM's failure (a server away, a
-        refused key), a file or memory error is the run's, not a record's: raised at once (each record alone would
-        wait for the same retries)."""
-        from .llm.base import LLMError
-
+        an error of its own (field ``<scoring>``, the exception's type and message, in ``errors``; the exception in
+        ``failures``) and the others are scored, so one record a method cannot take does not stop a batch job. Where
+        nothing of the run has been scored yet (``fresh``) and every record of a chunk of several fails alone, the
+        method fails whatever the record: its first exception is raised (``score`` raises too where no record of the
+        whole run was scored). A run's failure (:func:`run_level`: an LLM server away, a file, memory) is raised at
+        once."""
+        kept = dict(self.timings)
         try:
             return self.score_items(items)
-        except (LLMError, OSError, MemoryError, ImportError):
-            raise
-        except Exception:  # noqa: BLE001 (which record, if any, is the question; asked next)
-            if len(items) == 1:
+        except Exception as e:  # noqa: BLE001 (which record, if any, is the question; asked next)
+            if run_level(e):
                 raise
+        self.timings = kept  # the failed pass is not the run's cost
         out, failed = [], []
         for it in items:
             try:
                 out.extend(self.score_items([it]))
             except Exception as e:  # noqa: BLE001
+                if run_level(e):
+                    raise
                 failed.append((it, e))
-        if len(failed) == len(items):
+        if fresh and len(failed) == len(items) > 1:
             raise failed[0][1]
         errors.extend(RecordError(it.id, "<scoring>", f"{type(e).__name__}: {e}") for it, e in failed)
+        failures.extend(e for _, e in failed)
         return out
 
     def _resumable(self, by_id: dict[str, Record], evidence=None) -> Callable[[ItemResult], bool]:
@@ -566,6 +572,14 @@ def rich_bar(label: str, total: int, console=None):
     return step
 
 
+def run_level(e: BaseException) -> bool:
+    """An exception that is the run's, not a record's: an LLM that cannot answer (a server away, a refused key), a
+    file or memory error, a missing package, a GPU out of memory (torch's OutOfMemoryError is a RuntimeError)."""
+    from .llm.base import LLMError
+
+    return isinstance(e, (LLMError, OSError, MemoryError, ImportError)) or type(e).__name__ == "OutOfMemoryError"
+
+
 def _check_scores(table: dict, methods: list[str], sentence_methods: list[str], items: list[PreparedItem]) -> None:
     """What the scorers returned, checked where it is made: one :class:`MethodScores` per record, a sentence
     method's with one score per sentence, a passage score that is a number (NaN: not computed). A method of one's
@@ -581,11 +595,12 @@ def _check_scores(table: dict, methods: list[str], sentence_methods: list[str], 
         for it, ms in zip(items, got):
             if not isinstance(ms, MethodScores):
                 raise ValueError(f"method {m}, record {it.id}: a MethodScores expected, got {type(ms).__name__}")
-            if m in sentence_methods and len(np.atleast_1d(ms.sentence)) != len(it.sentences):
-                raise ValueError(f"method {m}, record {it.id}: {len(np.atleast_1d(ms.sentence))} sentence scores "
-                                 f"for {len(it.sentences)} sentences")
             try:
-                float(ms.passage)
+                sent = np.asarray(ms.sentence, dtype=float) if m in sentence_methods else np.zeros(0)
+                float("x" if isinstance(ms.passage, (str, bytes)) else ms.passage)
             except (TypeError, ValueError):
-                raise ValueError(f"method {m}, record {it.id}: the response score {ms.passage!r} is not a number "
-                                 "(NaN where it cannot be computed)") from None
+                raise ValueError(f"method {m}, record {it.id}: scores must be numbers (NaN where one cannot be "
+                                 f"computed), got {ms.sentence!r:.60} and {ms.passage!r:.30}") from None
+            if m in sentence_methods and (sent.ndim != 1 or len(sent) != len(it.sentences)):
+                raise ValueError(f"method {m}, record {it.id}: {sent.shape} sentence scores for "
+                                 f"{len(it.sentences)} sentences (one number each)")

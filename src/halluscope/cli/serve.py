@@ -186,7 +186,8 @@ def jobs_cancel(job_id: str = typer.Argument(..., help="The job's id (`submit --
 
     with Client(server, key=os.environ.get(key_env)) as c, _asking(server, key_env):
         j = c.cancel(job_id)
-    console.print(f"job {job_id}: cancelled; {j['done']} of {j['total']} records had been scored")
+    console.print(f"job {job_id}: {j['status']}; {j['done']} of its {j['total']} records had been finished (scored or "
+                  "failed), the rest never will be")
 
 
 @app.command()

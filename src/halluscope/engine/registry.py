@@ -119,9 +119,10 @@ def register(*specs: MethodSpec, build: Callable[[list[str], Any], Any]) -> None
     group = specs[0].group or specs[0].name
     origin = sys._getframe(1).f_globals.get("__name__", "")
     for s in specs:
-        if s.name in _SPECS and _SPECS[s.name] != s:
+        spec_ = s if s.group == group else MethodSpec(**{**vars(s), "group": group})
+        if s.name in _SPECS and _SPECS[s.name] != spec_:  # the same spec again (a module imported twice) is fine
             raise ValueError(f"method {s.name!r} is registered twice")
-        _SPECS[s.name] = s if s.group == group else MethodSpec(**{**vars(s), "group": group})
+        _SPECS[s.name] = spec_
         _ORIGIN.setdefault(s.name, origin)
     _BUILDERS[group] = build
 
@@ -135,7 +136,7 @@ def load_plugins(entries) -> None:
                 path = os.path.abspath(os.path.expanduser(entry))
                 stem = re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
                 name = f"halluscope_plugin_{stem}_{hashlib.sha1(path.encode()).hexdigest()[:8]}"  # one per file
-                if _PLUGIN_FILES.get(name) == path:
+                if _PLUGIN_FILES.get(name) == path:  # (imported by its name as well, it registers the same again)
                     continue
                 spec_ = importlib.util.spec_from_file_location(name, path)
                 if spec_ is None or not os.path.isfile(path):
@@ -154,6 +155,23 @@ def load_plugins(entries) -> None:
                 importlib.import_module(entry)
         except Exception as e:  # noqa: BLE001 (whatever the plugin raised, said with its name)
             raise ValueError(f"the plugin {entry} cannot be imported: {type(e).__name__}: {e}") from e
+
+
+def _load_entry_points() -> None:
+    """The installed packages' methods (entry-point group ``halluscope.methods``: a module, imported; or a
+    ``module:function``, called). A broken one is a warning, not an error: it is installed, not asked for by this
+    run, and would otherwise stop every command."""
+    import warnings
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINTS):
+        try:
+            target = ep.load()
+            if ep.attr and callable(target):
+                target()
+        except Exception as e:  # noqa: BLE001 (whatever the package raised, said with its name)
+            warnings.warn(f"the {ENTRY_POINTS} entry point {ep.name} ({ep.value}) cannot be loaded, its methods "
+                          f"are left out: {type(e).__name__}: {e}", RuntimeWarning, stacklevel=2)
 
 
 def plugin_sources(names) -> list[str]:
@@ -192,9 +210,7 @@ def _load() -> None:
             importlib.import_module(f"{pkg.__name__}.{mod.name}")
         for name in _OTHER_MODULES:
             importlib.import_module(name)
-        from importlib.metadata import entry_points
-
-        load_plugins([ep.value.split(":")[0] for ep in entry_points(group=ENTRY_POINTS)])
+        _load_entry_points()
         load_plugins(os.environ.get(PLUGINS_ENV, "").split(","))
         _LOADED = True
 

@@ -80,8 +80,13 @@ def labelled_scores(results: Results, method: str) -> LabelledScores:
     items = [it for it in results.items if it.labels is not None]
     if not items:
         raise ValueError("these results carry no labels: evaluation needs labelled records")
+    for where in ("sentence_scores", "passage_scores"):  # in every record or none (a response method: no sentences)
+        lacking = [it.id for it in items if method not in getattr(it, where)]
+        if lacking and len(lacking) < len(items):
+            raise ValueError(f"{method}: no {where.split('_')[0]} scores in {len(lacking)} of the {len(items)} "
+                             f"labelled records (e.g. {', '.join(map(str, lacking[:3]))}): score them, or merge "
+                             "results of the same records")
     labels = np.concatenate([np.asarray(it.labels, float) for it in items])
-    # a response-level method has no sentence scores (NaN: left out), only its passage score
     scores = np.concatenate([np.asarray(it.sentence_scores.get(method, [np.nan] * len(it.labels)), float)
                              for it in items])
     passage = np.concatenate([[k] * len(it.labels) for k, it in enumerate(items)]).astype(int)
@@ -106,15 +111,17 @@ def evaluate_results(
     for m in methods:
         ls = labelled_scores(results, m)
         out[m] = evaluate_scores(ls) if ties == "as-is" else evaluate_scores_random_ties(ls)
+        if first is not None and m not in first.sentence_scores:
+            out[m]["level"] = "response"  # passage figures only
     if methods:
         out["random"] = random_baseline(labelled_scores(results, methods[0]))
     return out
 
 
 def tie_effects(results: Results, methods: Sequence[str], points: float = 1.0) -> dict[str, dict]:
-    """The methods whose sentence AUC-PR moves by ``points`` or more when their tied scores are put in random order
-    (a score with few distinct values, e.g. a share of the samples, is flattered by the paper's trapezoidal
-    AUC-PR): per method, its number of distinct sentence scores and the three figures with random ties."""
+    """The methods whose sentence AUC-PR is ``points`` or more higher as it is than with their tied scores in random
+    order (the paper's trapezoidal AUC-PR flatters a score with few distinct values, e.g. a share of the samples):
+    per method, its number of distinct sentence scores and the three figures with random ties."""
     from .metrics import evaluate_scores, evaluate_scores_random_ties
 
     out = {}
@@ -126,7 +133,7 @@ def tie_effects(results: Results, methods: Sequence[str], points: float = 1.0) -
             continue
         as_is, rand = evaluate_scores(ls), evaluate_scores_random_ties(ls)
         cols = ("nonfact", "nonfact_star", "factual")
-        if any(abs(as_is[c] - rand[c]) >= points for c in cols if np.isfinite(as_is[c])):
+        if any(as_is[c] - rand[c] >= points for c in cols if np.isfinite(as_is[c])):
             out[m] = {"distinct": distinct, "sentences": int(len(s)), **{c: rand[c] for c in cols}}
     return out
 

@@ -84,12 +84,21 @@ class ScoreActor:
         out = {"sentence": b"", "passage": b"", "n_records": 0, "n_sentences": 0, "scorer_seconds": "{}"}
         if records:
             self.forget()
-            res = self.detector.score(records)
-            errors += [e.to_dict() for e in res.errors]
-            out.update(sentence=to_parquet(res.to_df("sentence")), passage=to_parquet(res.to_df("passage")),
-                       n_records=len(res.items), n_sentences=sum(len(it.sentences) for it in res.items),
-                       scorer_seconds=json.dumps(self.detector.timings))
-            self.forget()  # memory bounded by one batch over a long run
+            try:
+                res = self.detector.score(records)
+                errors += [e.to_dict() for e in res.errors]
+                out.update(sentence=to_parquet(res.to_df("sentence")), passage=to_parquet(res.to_df("passage")),
+                           n_records=len(res.items), n_sentences=sum(len(it.sentences) for it in res.items),
+                           scorer_seconds=json.dumps(self.detector.timings))
+            except Exception as e:  # no record of the batch could be scored (one alone in its batch, say): each is
+                from ..pipeline import run_level  # reported in errors/, and the run goes on
+
+                if run_level(e):  # the run's (memory, files): Ray retries the batch, or the run stops
+                    raise
+                errors += [{"record": str(r.get("id")), "field": "<scoring>", "message": f"{type(e).__name__}: {e}"}
+                           for r in records]
+            finally:
+                self.forget()  # memory bounded by one batch over a long run
         return {"shard": row["shard"], "batch": int(row["batch"]), "n_batches": int(row["n_batches"]),
                 "failed": bool(row["failed"]), "errors": json.dumps(errors), **out,
                 "seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0, "actor": self.name,

@@ -197,7 +197,7 @@ def _shards_to_do(source, plan: _Plan, manifest: dict, summary: RayRun) -> list[
         lines = "".join(json.dumps(e.to_dict()) + "\n" for e in errors)
         output.write_atomic(plan.out / "errors" / "part-input.jsonl", lines.encode("utf-8"))
         summary.errors += len(errors)
-    todo = [s for s in shards if s.key not in manifest["shards"]]
+    todo = [s for s in shards if s.key not in manifest["shards"] or manifest["shards"][s.key].get("scoring_errors")]
     summary.shards_skipped = len(shards) - len(todo)
     for s in todo:
         output.remove_parts(plan.out, s.key)
@@ -299,11 +299,13 @@ def _consume(ds, plan: _Plan, manifest: dict, summary: RayRun, sources: dict[str
         if sources is None:
             continue
         s = seen.setdefault(row["shard"], {"source": sources[row["shard"]], "batches": set(), "records": 0,
-                                           "sentences": 0, "errors": 0})
+                                           "sentences": 0, "errors": 0, "scoring_errors": 0})
         s["batches"].add(int(row["batch"]))
         s["records"] += int(row["n_records"])
         s["sentences"] += int(row["n_sentences"])
-        s["errors"] += len(json.loads(row["errors"]))
+        errs = json.loads(row["errors"])
+        s["errors"] += len(errs)
+        s["scoring_errors"] += sum(e.get("field") == "<scoring>" for e in errs)  # scored again by a resume
         if row["failed"]:
             summary.shards_failed.append(row["shard"])
         elif len(s["batches"]) == int(row["n_batches"]):

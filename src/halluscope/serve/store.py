@@ -162,9 +162,11 @@ def list_jobs(engine: sa.Engine, *, status: str | None = None, offset: int = 0, 
 
 def cancel_job(engine: sa.Engine, job_id: str, by: str, admin: bool) -> dict:
     """Cancel a queued or running job: its records not yet scored are marked ``cancelled`` and never scored; those
-    stored stay. One transaction: a chunk being scored meanwhile stores nothing (its records are no longer pending).
-    Only the key that sent the job (by name) or an admin key may. Cancelling a cancelled job changes nothing.
-    Raises LookupError (no such job), PermissionError (another key's job), ValueError (the job is done)."""
+    stored stay. One transaction whose updates are conditional (records still pending, a job still open), in the
+    order a scored chunk's transaction takes them (records, then the job: no deadlock on PostgreSQL): a chunk
+    stored meanwhile stores nothing once the cancel has its records, and a job that a chunk finished first is done,
+    not cancelled. Only the key that sent the job (by name) or an admin key may. Cancelling a cancelled job changes
+    nothing. Raises LookupError (no such job), PermissionError (another key's job), ValueError (the job is done)."""
     with engine.begin() as c:
         r = c.execute(sa.select(jobs.c.status, jobs.c.key_name).where(jobs.c.id == job_id)).first()
         if r is None:
@@ -172,61 +174,73 @@ def cancel_job(engine: sa.Engine, job_id: str, by: str, admin: bool) -> dict:
         if not admin and r.key_name != by:
             raise PermissionError(f"job {job_id} was sent by another key ({r.key_name}): only it or an admin key "
                                   "may cancel it")
-        if r.status == "done":
-            raise ValueError(f"job {job_id} is done: nothing left to cancel")
-        left = 0
-        if r.status != "cancelled":
-            left = c.execute(job_records.update().where(job_records.c.job_id == job_id,
-                                                        job_records.c.status == "pending")
-                             .values(status="cancelled")).rowcount
-            c.execute(jobs.update().where(jobs.c.id == job_id).values(status="cancelled", updated_at=now()))
-    if left or r.status != "cancelled":
+        left = c.execute(job_records.update().where(job_records.c.job_id == job_id, job_records.c.status == "pending")
+                         .values(status="cancelled")).rowcount
+        moved = c.execute(jobs.update().where(jobs.c.id == job_id, jobs.c.status.in_(OPEN))
+                          .values(status="cancelled", updated_at=now())).rowcount
+        if not moved and c.execute(sa.select(jobs.c.status).where(jobs.c.id == job_id)).scalar_one() == "done":
+            raise ValueError(f"job {job_id} is done: nothing left to cancel")  # the transaction is rolled back
+    if moved:
         log.info("job %s: cancelled by %s, %d records not scored", job_id, by, left)
     return get_job(engine, job_id)
 
 
 def prune(engine: sa.Engine, before: dt.datetime, *, reviewed: bool = False, dry_run: bool = False,
           batch: int = 5000) -> dict[str, int]:
-    """Delete what is older than ``before``: stored results (with their reviews, only where ``reviewed``: reviews
-    are what ``calibrate --from-db`` learns from, so reviewed results are kept by default), except those of a job
-    still queued or running, and finished jobs (done or cancelled, last changed before ``before``) with their
-    records. In transactions of ``batch`` results (each result's reviews with it), so a running service waits for
-    the write lock only briefly and an interrupted prune leaves nothing half-deleted. Returns the counts deleted
-    (or, with ``dry_run``, that would be)."""
+    """Delete what is older than ``before`` (a naive time is UTC): stored results (with their reviews, only where
+    ``reviewed``: reviews are what ``calibrate --from-db`` learns from, so reviewed results are kept by default),
+    except those of a job still queued or running, and finished jobs (done or cancelled, last changed before
+    ``before``) with their records. In transactions of at most ``batch`` rows (a result with its reviews; a job's
+    records in slices, the job row last), each checking its rows again, so a running service waits for the write
+    lock only briefly, a review added meanwhile keeps its result, and an interrupted prune leaves nothing
+    half-deleted. Returns the counts deleted (or, with ``dry_run``, that would be)."""
+    before = (before if before.tzinfo else before.replace(tzinfo=dt.timezone.utc)).astimezone(dt.timezone.utc)
     unfinished = sa.select(jobs.c.id).where(jobs.c.status.in_(OPEN))
     conds = [results.c.created_at < before, sa.or_(results.c.job_id.is_(None), results.c.job_id.not_in(unfinished))]
     if not reviewed:
         conds.append(~sa.exists().where(reviews.c.result_id == results.c.id))
     old_jobs = [jobs.c.status.not_in(OPEN), jobs.c.updated_at < before]
-    n = {"results": 0, "reviews": 0, "jobs": 0, "job_records": 0}
-    count = sa.func.count()
     if dry_run:
-        with engine.connect() as c:
-            ids = sa.select(results.c.id).where(*conds)
-            n["results"] = c.execute(sa.select(count).select_from(results).where(*conds)).scalar_one()
-            n["reviews"] = c.execute(sa.select(count).select_from(reviews).where(reviews.c.result_id.in_(ids))
-                                     ).scalar_one()
-            jids = sa.select(jobs.c.id).where(*old_jobs)
-            n["jobs"] = c.execute(sa.select(count).select_from(jobs).where(*old_jobs)).scalar_one()
-            n["job_records"] = c.execute(sa.select(count).select_from(job_records)
-                                         .where(job_records.c.job_id.in_(jids))).scalar_one()
-        return n
+        return _prune_counts(engine, conds, old_jobs)
+    n = {"results": 0, "reviews": 0, "jobs": 0, "job_records": 0}
     while True:
         with engine.begin() as c:
             ids = c.execute(sa.select(results.c.id).where(*conds).limit(batch)).scalars().all()
             if not ids:
                 break
-            n["reviews"] += c.execute(reviews.delete().where(reviews.c.result_id.in_(ids))).rowcount
-            n["results"] += c.execute(results.delete().where(results.c.id.in_(ids))).rowcount
+            if reviewed:
+                n["reviews"] += c.execute(reviews.delete().where(reviews.c.result_id.in_(ids))).rowcount
+            n["results"] += c.execute(results.delete().where(results.c.id.in_(ids), *conds)).rowcount
     while True:
-        with engine.begin() as c:
-            jids = c.execute(sa.select(jobs.c.id).where(*old_jobs).limit(max(1, batch // 100))).scalars().all()
-            if not jids:
-                break
-            n["job_records"] += c.execute(job_records.delete().where(job_records.c.job_id.in_(jids))).rowcount
-            n["jobs"] += c.execute(jobs.delete().where(jobs.c.id.in_(jids))).rowcount
+        with engine.connect() as c:
+            jid = c.execute(sa.select(jobs.c.id).where(*old_jobs).limit(1)).scalar()
+        if jid is None:
+            break
+        while True:  # its records in slices, then the job (a job with part of its records gone is still finished)
+            with engine.begin() as c:
+                idx = sa.select(job_records.c.idx).where(job_records.c.job_id == jid).limit(batch)
+                gone = c.execute(job_records.delete().where(job_records.c.job_id == jid,
+                                                            job_records.c.idx.in_(idx.scalar_subquery()))).rowcount
+                n["job_records"] += gone
+                if not gone:
+                    n["jobs"] += c.execute(jobs.delete().where(jobs.c.id == jid, *old_jobs)).rowcount
+                    break
     log.info("pruned before %s: %s", iso(before), ", ".join(f"{v} {k}" for k, v in n.items()))
     return n
+
+
+def _prune_counts(engine: sa.Engine, conds: list, old_jobs: list) -> dict[str, int]:
+    """What :func:`prune` would delete."""
+    count = sa.func.count()
+    with engine.connect() as c:
+        ids = sa.select(results.c.id).where(*conds)
+        jids = sa.select(jobs.c.id).where(*old_jobs)
+        return {"results": c.execute(sa.select(count).select_from(results).where(*conds)).scalar_one(),
+                "reviews": c.execute(sa.select(count).select_from(reviews).where(reviews.c.result_id.in_(ids))
+                                     ).scalar_one(),
+                "jobs": c.execute(sa.select(count).select_from(jobs).where(*old_jobs)).scalar_one(),
+                "job_records": c.execute(sa.select(count).select_from(job_records)
+                                         .where(job_records.c.job_id.in_(jids))).scalar_one()}
 
 
 def public(row: Any, full: bool = True) -> dict:

@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 import sqlalchemy as sa
 
+from ..pipeline import run_level
 from ..types import Record
 from . import store
 from .db import reason
@@ -158,7 +159,7 @@ class ScoringLoop:
         tmp = [dataclasses.replace(r, id=f"b{k}") for k, r in enumerate(records)]
         res = detector.score(tmp)
         by_id = {it.id: it for it in res.items}
-        failed = {e.record: f"{e.field}: {e}" for e in res.errors}
+        failed = {e.record: f"{e.field}: {e.message}" for e in res.errors}  # by the batch id: no id in the text
         out = []
         for k, r in enumerate(records):
             it = by_id.get(f"b{k}")
@@ -223,7 +224,13 @@ class ScoringLoop:
                 records.append((idx, Record.from_dict(raw, idx)))
             except ValueError as e:
                 failed[idx] = str(e)
-        scored = self._score([r for _, r in records]) if records else []
+        try:
+            scored = self._score([r for _, r in records]) if records else []
+        except Exception as e:  # every record of the chunk failed: each is reported, the queue goes on
+            if run_level(e):  # the run's (an LLM away, memory): the chunk stays pending and is tried again
+                raise
+            failed.update({idx: f"<scoring>: {type(e).__name__}: {e}" for idx, _ in records})
+            records, scored = [], []
         done = []
         for (idx, rec), (it, msg, ens) in zip(records, scored):
             if it is None:
