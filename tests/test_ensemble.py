@@ -193,3 +193,56 @@ def test_a_constant_component_gets_no_weight():
         conf = cfg.confidence(C)
         assert np.ptp(conf) > 0.5 and conf[halluc == 1].max() < cfg.threshold <= conf[halluc == 0].min(), \
             (conf, cfg.threshold)
+
+
+def test_a_tuned_config_checked_on_held_out_graded_answers_from_a_csv(detector_models, data_dir, tmp_path):
+    """The graded-answers walkthrough: a CSV's grades ("1", "0": a cell is text) are read; `ensemble tune` records
+    the NLI model and warns on too few answers of one kind; `ensemble score` on held-out graded answers prints the
+    config's figures on them (those of response_metrics.evaluate), keeps `correct` in its lines, names a skipped
+    record in OUT.errors.jsonl with exit 3, says when another NLI model is read, and refuses a .csv output."""
+    import csv
+    import json
+
+    from typer.testing import CliRunner
+
+    from halluscope.cli import app
+    from halluscope.combine.tuned import EnsembleConfig
+    from halluscope.evaluation.response_metrics import evaluate
+    from halluscope.models.registry import nli_identity
+
+    every = load_sac3(data_dir)
+    right, wrong = [it for it in every if it.correct][:7], [it for it in every if not it.correct][:7]
+    items = [it for pair in zip(right, wrong) for it in pair]  # tuning: 4 right, 4 wrong; held out: 3 and 3
+    rows = [{"id": it.id, "prompt": it.question, "response": it.response, "samples": json.dumps(list(it.samples)[:3]),
+             "correct": "1" if it.correct else "0"} for it in items]
+
+    def write(name, part, extra=()):
+        with (tmp_path / name).open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows([*part, *extra])
+        return tmp_path / name
+
+    tune_csv, held = write("tune.csv", rows[:8]), write("held.csv", rows[8:], [{**rows[0], "id": "x", "samples": "[]"}])
+    runner = CliRunner()
+    r = runner.invoke(app, ["ensemble", "tune", str(tune_csv), "-o", str(tmp_path / "ens.json"), "--components",
+                            "non_contradiction,cosine"])
+    assert r.exit_code == 0, r.output
+    assert "too few of one kind for weights to be trusted" in " ".join(r.output.split())
+    cfg = EnsembleConfig.load(tmp_path / "ens.json")
+    assert cfg.settings == {"nli": nli_identity()} and nli_identity().startswith("halluscope-nli@")
+    out = tmp_path / "held.jsonl"
+    r = runner.invoke(app, ["ensemble", "score", str(held), "--config", str(tmp_path / "ens.json"), "-o", str(out)])
+    assert r.exit_code == 3, r.output
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [x["correct"] for x in lines] == [it.correct for it in items[8:]]
+    f = evaluate(np.array([x["confidence"] for x in lines]), np.array([not x["correct"] for x in lines], int),
+                 cfg.threshold)
+    text = " ".join(r.output.split())
+    assert f"on the 6 graded answers (3 wrong): AUROC {f['auroc']:.3f}" in text and np.isfinite(f["auroc"])
+    assert f"F1 {f['f1']:.3f} of the flag" in text
+    assert [json.loads(x)["record"] for x in (tmp_path / "held.jsonl.errors.jsonl").read_text().splitlines()] == ["x"]
+    other = runner.invoke(app, ["ensemble", "score", str(held), "--config", str(tmp_path / "ens.json"), "--nli",
+                                "aegis", "-o", str(tmp_path / "x.csv")])
+    assert other.exit_code == 2 and "name a .jsonl file" in other.output
+    assert "was tuned with the NLI model halluscope-nli@" in " ".join(other.output.split())

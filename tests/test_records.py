@@ -336,3 +336,18 @@ def test_resume_keeps_only_what_this_run_would_write(tmp_path):
     with pytest.raises(ValueError, match="this run: ngram1_max, claims"):
         Detector(methods="ngram1_max", claims="rule").score(recs, output=out, resume=True)
     assert not list(tmp_path.glob(".*.tmp"))  # no temporary file left beside an output
+
+
+def test_grades_as_a_csv_or_pandas_writes_them():
+    """`correct` as a CSV cell has it ("1", "0", "true", "False", "1.0") or as pandas writes a column with gaps
+    (1.0): read as the grade (a CSV's grades were all refused, with a message saying 1 is allowed); an empty cell is
+    no grade; anything else is refused, naming the value."""
+    from halluscope.types import Record
+
+    rec = {"response": "Canberra.", "samples": ["Canberra."]}
+    for v, want in (("1", True), ("0", False), ("true", True), ("False", False), (" 1.0 ", True), (1.0, True),
+                    (0, False), (True, True), ("", None), (None, None)):
+        assert Record.from_dict({**rec, "correct": v}).correct is want, v
+    for v in ("yes", 2, 0.5, "2"):
+        with pytest.raises(ValueError, match=f"field 'correct': must be true or false, or 1 or 0.*got {v!r}"):
+            Record.from_dict({**rec, "correct": v})

@@ -80,3 +80,30 @@ def test_report_renders_in_headless_chromium(report_file):
         assert errors == []
         page.screenshot(path=str(shots / "report.png"), full_page=False)
     assert (shots / "report.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_report_of_graded_answers_shows_their_figures_and_which_were_wrong(data_dir, tmp_path):
+    """Answers graded as a whole (`correct`, no sentence labels): the report has each method's answer-level figures,
+    the same as `evaluate` computes, and the ids of the answers graded wrong (it said "no labels in this file"); an
+    `ensemble score` output given as results is one clear error naming the file and line, not a KeyError."""
+    import json
+
+    from halluscope.evaluation.response_metrics import answer_figures
+    from halluscope.io import read_results, write_results
+
+    every = load_sac3(data_dir)
+    picked = [it for it in every if it.correct][:3] + [it for it in every if not it.correct][:3]
+    res = Detector(methods="ngram1_max_rel,cosine").score([{"id": it.id, "prompt": it.question,
+                                                            "response": it.response, "samples": it.samples[:3],
+                                                            "correct": it.correct} for it in picked])
+    f = tmp_path / "graded.jsonl"
+    write_results(res, f)
+    html = build_report(read_results(f), tmp_path / "r.html").read_text()
+    fig = answer_figures(res, ["ngram1_max_rel", "cosine"])
+    assert "<h2 id='graded'>Graded answers</h2><p>6 answers graded as a whole, 3 wrong" in html
+    assert f"<td>ngram1_max_rel</td><td>6</td><td>3</td><td>{fig['ngram1_max_rel']['auroc']:.2f}</td>" in html
+    assert f"Graded wrong: {', '.join(str(it.id) for it in picked[3:])}." in html
+    other = tmp_path / "ens.jsonl"
+    other.write_text(json.dumps({"id": "q1", "confidence": 0.4, "flagged": True, "components": {}}) + "\n")
+    with pytest.raises(ValueError, match="ens.jsonl: line 1 is not a result of `halluscope score`"):
+        read_results(other)

@@ -341,12 +341,21 @@ def read_results(path: str | Path) -> Results:
         raise ValueError(f"{path}: results are read back from .json or .jsonl (a {path.suffix or 'suffix-less'} "
                          "file is a table: pandas reads it)")
     text = path.read_text(encoding="utf-8")
+
+    def item(x, where: str) -> ItemResult:  # a line of another file (ensemble score's, records) named, not a KeyError
+        if not isinstance(x, dict) or "sentences" not in x or "sentence_scores" not in x:
+            raise ValueError(f"{path}: {where} is not a result of `halluscope score` (no sentences and "
+                             "sentence_scores): give the -o file of score, check, evaluate or reproduce")
+        return ItemResult.from_dict(x)
+
     if path.suffix.lower() == ".jsonl":
-        items = [ItemResult.from_dict(json.loads(l)) for l in text.splitlines() if l.strip()]
+        items = [item(json.loads(l), f"line {k}") for k, l in enumerate(text.splitlines(), 1) if l.strip()]
         methods = list(dict.fromkeys(m for it in items[:1] for m in (*it.sentence_scores, *it.passage_scores)))
         return Results(items=items, methods=methods)
     d = json.loads(text)
-    items = [ItemResult.from_dict(x) for x in d["items"]]
+    if not isinstance(d, dict) or "items" not in d:
+        raise ValueError(f"{path}: not the results of `halluscope score` (no items)")
+    items = [item(x, f"item {k}") for k, x in enumerate(d["items"])]
     errs = [RecordError(e["record"], e["field"], e.get("message", e.get("error"))) for e in d.get("errors", [])]
     return Results(items=items, errors=errs, methods=d.get("methods", []), settings=d.get("settings", {}))
 

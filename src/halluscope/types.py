@@ -14,6 +14,25 @@ from typing import Any, Mapping
 LABEL_VALUES = {"major_inaccurate": 1.0, "minor_inaccurate": 0.5, "accurate": 0.0}
 
 
+def _grade(v):
+    """A grade as written: a bool, 1 / 0 (also 1.0 / 0.0, as pandas writes a column with gaps), or the text of
+    one ("true", "False", "1", "0.0": a CSV cell is always text; an empty cell is no grade); anything else is
+    returned as it is (refused)."""
+    if isinstance(v, str) and not v.strip():  # an empty cell: not graded
+        return None
+    if isinstance(v, str) and v.strip().lower() in ("true", "false"):
+        return v.strip().lower() == "true"
+    x = v
+    if isinstance(v, str):
+        try:
+            x = float(v)
+        except ValueError:
+            return v
+    if type(x) in (int, float) and x in (0, 1):
+        return bool(x)
+    return v  # as written, for the message
+
+
 class RecordError(ValueError):
     """A record that cannot be scored. Names the record and the field at fault."""
 
@@ -97,9 +116,7 @@ class Record:
         reference = d.get("reference")
         if reference is not None:
             _text(rid, "reference", reference, allow_empty=True)
-        correct = d.get("correct")
-        if type(correct) is int and correct in (0, 1):  # a grade written as 1 / 0
-            correct = bool(correct)
+        correct = _grade(d.get("correct"))
         if correct is not None and not isinstance(correct, bool):
             raise RecordError(rid, "correct", f"must be true or false, or 1 or 0 (is the answer right?), "
                                               f"got {correct!r}")

@@ -11,28 +11,10 @@ from rich.table import Table
 from rich.text import Text
 
 from ..io import json_safe
-from .common import (
-    ModelOpt,
-    BaseUrlOpt,
-    BackendOpt,
-    ChatOpt,
-    ApiKeyEnvOpt,
-    _read_records_or_exit,
-    fails,
-    ensemble_app,
-    console,
-    err,
-    DataOpt,
-    _bar,
-    _sampler,
-    _judges,
-    ComponentsOpt,
-    ExtJudgeOpt,
-    ExtJudgeUrlOpt,
-    CacheOpt,
-    NliOpt,
-    say,
-)
+from ..types import Results
+from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, CacheOpt, ChatOpt, ComponentsOpt, DataOpt, ExtJudgeOpt,
+                     ExtJudgeUrlOpt, ModelOpt, NliOpt, _bar, _exit_for_skipped, _judges, _read_records_or_exit,
+                     _sampler, console, ensemble_app, err, fails, say)
 
 
 @ensemble_app.command("sac3")
@@ -249,7 +231,7 @@ def ensemble_presets(
 
 
 def _answers(path: Path, need_label: bool = False):
-    """Answers of a records file (the input schema of `score`); records that cannot be used are reported."""
+    """Answers of a records file (the input schema of `score`), and the records that cannot be used (each said)."""
     from ..engine.components import response_items
 
     recs, errors = _read_records_or_exit(path)
@@ -258,7 +240,7 @@ def _answers(path: Path, need_label: bool = False):
         say(e, "skipped", "yellow")
     if not items:
         raise ValueError(f"{path}: no usable answers")
-    return items
+    return items, errors + missing
 
 
 JUDGE_NAMES = ("self_judge", "external_judge")  # the judges _llm_and_judges can build
@@ -297,13 +279,14 @@ def ensemble_tune(
     from ..evaluation.response_report import markdown_table
     from ..evaluation.sac3 import analyze
     from ..combine.tuned import tune
+    from ..models.registry import nli_identity
 
     comps = [c.strip() for c in components.split(",") if c.strip()]
     llm, judges = _llm_and_judges(model, base_url, backend, chat, api_key_env, cache, external_judge,
                                   external_judge_url, judge_retries)
     scorer = ComponentScorer(components=comps, llm=llm, judges={k: v for k, v in judges.items() if k in comps},
                              nli=store.nli(nli) if nli else None)  # None: the shared default, loaded if needed
-    items = _answers(path, need_label=True)
+    items, _ = _answers(path, need_label=True)
     rows = scorer.score(items)
     res = analyze(items, rows, comps, folds)
     if "skipped" in res:
@@ -313,6 +296,7 @@ def ensemble_tune(
     C = np.array(res["scores"]["components"], float)
     cfg = tune(C, np.array(res["scores"]["hallucination"]), comps, mode=mode)
     cfg.trained_on = f"{path} ({len(items)} answers)"
+    cfg.settings = {"nli": nli_identity(nli)}  # the components' values depend on it: checked by ensemble score
     cfg.save(out)
     cut = f" (--folds {folds} cut to the smaller class)" if res["folds"] < folds else ""
     console.print(f"{res['n']} answers, {100 * res['hallucination_rate']:.1f}% wrong; {res['folds']}-fold "
@@ -320,6 +304,11 @@ def ensemble_tune(
     console.print(markdown_table(res))
     w = ", ".join(f"{c} {x:.2f}" for c, x in zip(cfg.components, cfg.weights))
     console.print(f"fitted on all {len(items)} answers: {w}; threshold {cfg.threshold:.3f} -> {out}")
+    wrong = int(round(res["hallucination_rate"] * res["n"]))
+    if min(wrong, res["n"] - wrong) < 10:  # a fold's AUROC rests on a handful of answers: the weights on noise
+        err.print(f"[yellow]warning:[/] {wrong} wrong and {res['n'] - wrong} right answers: too few of one kind for "
+                  "weights to be trusted (at least 10 of each; check the config on held-out graded answers with "
+                  "`ensemble score --config`)", highlight=False)
 
 
 @ensemble_app.command("score")
@@ -347,8 +336,15 @@ def ensemble_score(
     from ..engine import store
     from ..engine.components import ComponentScorer
     from ..combine.tuned import EnsembleConfig
+    from ..evaluation.response_metrics import graded_summary
+    from ..models.registry import nli_identity
 
     cfg = EnsembleConfig.load(config, preset) if config else EnsembleConfig.preset(preset)
+    tuned_with = cfg.settings.get("nli")
+    if tuned_with and tuned_with != nli_identity(nli):
+        err.print(f"[yellow]warning:[/] {config} was tuned with the NLI model {tuned_with}, this run reads "
+                  f"{nli_identity(nli)}: its weights and threshold fit the other model's component values (tune "
+                  "again, or give the --nli it was tuned with)", highlight=False)
     llm, judges = _llm_and_judges(model, base_url, backend, chat, api_key_env, cache, external_judge,
                                   external_judge_url, judge_retries)
     skipped = [c for c in cfg.components if c in JUDGE_NAMES and c not in judges]
@@ -356,9 +352,11 @@ def ensemble_score(
         err.print(f"[yellow]warning:[/] {', '.join(skipped)} left out (no judge LLM: give --model / --base-url or "
                   "--external-judge); the other weights renormalized")
     usable = [c for c in cfg.components if c not in skipped]
+    if output is not None and output.suffix.lower() != ".jsonl":
+        raise ValueError(f"--output {output}: ensemble score writes JSON lines: name a .jsonl file")
     scorer = ComponentScorer(components=usable, llm=llm, judges={k: v for k, v in judges.items() if k in usable},
                              nli=store.nli(nli) if nli else None)  # None: the shared default, loaded if needed
-    items = _answers(path)
+    items, skipped_records = _answers(path)
     rows = scorer.score(items)
     C = np.array([[r.get(c, np.nan) for c in cfg.components] for r in rows], float)
     conf = cfg.confidence(C)
@@ -372,8 +370,12 @@ def ensemble_score(
         t.add_row(Text(it.id), Text(it.response[:60]), f"{c:.3f}",  # Text: a user's text is never markup
                   "[red]likely incorrect[/]" if flag else "[green]ok[/]")
         lines.append(json.dumps({"id": it.id, "confidence": float(c), "hallucination_score": float(1 - c),
-                                 "flagged": flag, "components": r}))
+                                 "flagged": flag, "components": r,
+                                 **({"correct": it.correct} if it.correct is not None else {})}))
     console.print(t)
+    graded = graded_summary(items, conf, cfg.threshold)
+    if graded:
+        console.print(graded, highlight=False)
     if output:
         output.write_text("\n".join(lines) + "\n")
-
+    _exit_for_skipped(Results(items=items, errors=skipped_records), output)

@@ -272,13 +272,14 @@ def _score_labelled(det, path: Path, positions):
 
     recs, skipped = _read_records_or_exit(path)
     recs = pick(recs, positions, str(path))
-    unlabelled = sum(r.labels is None and r.correct is None for r in recs)
-    if recs and unlabelled == len(recs):
+    unlabelled = [r.id for r in recs if r.labels is None and r.correct is None]
+    if recs and len(unlabelled) == len(recs):
         raise ValueError(f"no record of {path} has sentence labels ('sentences' and 'labels') or a grade "
                          "('correct'): nothing to evaluate against (`halluscope score` scores them)")
     if unlabelled:
-        err.print(f"[yellow]warning:[/] {unlabelled} records have neither labels nor a grade ('correct') and are "
-                  "left out of the figures")
+        err.print(f"[yellow]warning:[/] {len(unlabelled)} records have neither labels nor a grade ('correct') and "
+                  f"are left out of the figures: {', '.join(unlabelled[:5])}{' ...' if len(unlabelled) > 5 else ''}",
+                  highlight=False)
     res = det.score(recs, progress=True)
     res.errors = skipped + res.errors
     return res
@@ -297,8 +298,8 @@ def _render_figures(figures: dict, name: str, as_json: bool) -> None:
         for m, r in figures.items():
             if m != "random" and r.get("sentences", 0) < base.get("sentences", 0):
                 left = base["sentences"] - r["sentences"]
-                console.print(f"{m}: a response-level method: passage figures only" if not r["sentences"] else
-                              f"{m}: no score for {left} of the sentences (left out)", highlight=False)
+                console.print(f"{m}: a response-level method: passage figures only" if r.get("level") == "response"
+                              else f"{m}: no score for {left} of the sentences (left out)", highlight=False)
     for m, r in ties.items():
         console.print(f"{m}: {r['distinct']} distinct scores over {r['sentences']} sentences; with tied scores in "
                       f"random order NonFact {r['nonfact']:.2f}, NonFact* {r['nonfact_star']:.2f}, Factual "
@@ -310,6 +311,9 @@ def _render_figures(figures: dict, name: str, as_json: bool) -> None:
         console.print(_table(answers, title=f"{name}: graded answers (positive: wrong; fractions; PRR and AURC of "
                              "rejecting by the score)", columns=("n", "wrong", "auroc", "prr", "aurc", "ece", "brier"),
                              digits=3))
+        console.print("AUROC and PRR: higher is better (0.5 and 0 = random); AURC, ECE and Brier: lower is better; "
+                      "'-': AUROC and PRR where the n answers with a score are all right or all wrong (nothing to "
+                      "rank), ECE and Brier for a score that is not a probability", highlight=False)
 
 
 def _score_on_ray(engine, path, output, resume, address, pool, as_json, options) -> None:

@@ -156,3 +156,22 @@ def answer_figures(results, methods, probability: str = "probability") -> dict[s
                   "prr": fig["prr"], "aurc": fig["aurc"],
                   **({"ece": fig["ece"], "brier": fig["brier"]} if m == probability and ok.any() else {})}
     return out
+
+
+def graded_summary(items, conf, threshold: float) -> str | None:
+    """Where answers (:class:`~halluscope.engine.components.ResponseItem`) carry a grade (``correct``), a tuned
+    config's figures on them, as one line (held-out figures, if it was tuned on other answers); None where none is
+    graded."""
+    graded = [(c, not it.correct) for it, c in zip(items, conf) if it.correct is not None]
+    if not graded:
+        return None
+    c, wrong = np.array([g[0] for g in graded], float), np.array([g[1] for g in graded], int)
+    f = evaluate(c, wrong, threshold)
+
+    def fmt(k: str) -> str:
+        return "-" if f[k] is None or not np.isfinite(f[k]) else f"{f[k]:.3f}"
+
+    return (f"on the {f['n']} graded answers ({int(wrong[np.isfinite(c)].sum())} wrong): AUROC {fmt('auroc')}, PRR "
+            f"{fmt('prr')}, AURC {fmt('aurc')} (lower is better), precision {fmt('precision')} / recall "
+            f"{fmt('recall')} / F1 {fmt('f1')} of the flag (confidence < {threshold:.3f}), ECE {fmt('ece')} "
+            "(1 - confidence read as P(wrong))")

