@@ -43,3 +43,14 @@ def detector_models():
     from halluscope.engine import store
 
     return store.encoder(), store.nli()
+
+
+@pytest.fixture
+def own_registry(monkeypatch):
+    """The method registry as it is, restored after the test: methods a test registers do not outlive it."""
+    from halluscope.engine import registry
+
+    registry.specs()
+    for name in ("_SPECS", "_BUILDERS", "_ORIGIN", "_PLUGIN_FILES"):
+        monkeypatch.setattr(registry, name, dict(getattr(registry, name)))
+    return registry

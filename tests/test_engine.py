@@ -201,17 +201,6 @@ def test_a_method_of_ones_own_from_a_plugin_file_in_the_cli_and_its_mistakes_nam
         MethodSpec("MyUpper", level="sentence", needs=(), bounded=True, source="", formula="")
 
 
-@pytest.fixture
-def own_registry(monkeypatch):
-    """The method registry as it is, restored after the test: methods a test registers do not outlive it."""
-    from halluscope.engine import registry
-
-    registry.specs()
-    for name in ("_SPECS", "_BUILDERS", "_ORIGIN", "_PLUGIN_FILES"):
-        monkeypatch.setattr(registry, name, dict(getattr(registry, name)))
-    return registry
-
-
 PICKY = Path(__file__).with_name("picky_plugin.py")
 
 

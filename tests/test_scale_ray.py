@@ -416,17 +416,6 @@ halluscope.cli.main()
     assert not (tmp_path / "out").exists() and not (tmp_path / "out2").exists()
 
 
-@pytest.fixture
-def own_registry(monkeypatch):
-    """The registry as it is, restored after the test: the methods a test registers do not outlive it."""
-    from halluscope.engine import registry
-
-    registry.specs()
-    for name in ("_SPECS", "_BUILDERS", "_ORIGIN", "_PLUGIN_FILES"):
-        monkeypatch.setattr(registry, name, dict(getattr(registry, name)))
-    return registry
-
-
 def test_a_method_of_ones_own_reaches_the_actors(cluster, slice4, tmp_path, own_registry):
     """A method registered in the driver from a plugin file is imported by every actor (they said "unknown
     method", a typo as far as the user could tell), and scores as in one process; one registered in __main__,

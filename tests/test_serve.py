@@ -1026,21 +1026,17 @@ def test_jobs_listed_and_cancelled_over_http_and_the_cli(server, wikibio, tmp_pa
             c.cancel(small)
 
 
-def test_a_job_chunk_that_no_record_of_can_be_scored_fails_its_records_and_the_queue_goes_on(tmp_path, monkeypatch):
+def test_a_job_chunk_that_no_record_of_can_be_scored_fails_its_records_and_the_queue_goes_on(tmp_path, own_registry):
     """A method that raises on some records (tests/picky_plugin.py): the record is failed with the method's error
     (by its position; the message names no batch-internal id) and its chunk's other record stored; a chunk where it
     raises on every record (a bad record alone in the job's last chunk) fails them and the job finishes; before, the
     loop retried that chunk for ever and every later job waited."""
-    from halluscope.engine import registry
     from halluscope.pipeline import Detector
     from halluscope.serve import store
     from halluscope.serve.db import make_engine
     from halluscope.serve.worker import ScoringLoop
 
-    registry.specs()
-    for name in ("_SPECS", "_BUILDERS", "_ORIGIN", "_PLUGIN_FILES"):
-        monkeypatch.setattr(registry, name, dict(getattr(registry, name)))
-    registry.load_plugins([str(Path(__file__).with_name("picky_plugin.py"))])
+    own_registry.load_plugins([str(Path(__file__).with_name("picky_plugin.py"))])
     engine = make_engine(tmp_path / "p.db")
     loop = ScoringLoop(engine, lambda cal, extra=(): Detector(methods="picky,ngram1_max"), job_chunk=2)
     ids = ["a", "bad1", "b", "c", "bad2"]  # chunks: [a, bad1] [b, c] [bad2]

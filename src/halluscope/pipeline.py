@@ -352,6 +352,25 @@ class Detector:
         bad = {e.record for e in errors}
         todo = [r for r in recs if r.id not in done and r.id not in bad]
         t0 = time.perf_counter()
+        scored = self._score_records(todo, evidence, writer, errors, progress)
+        ordered = [done.get(r.id) or scored[r.id] for r in recs if r.id in done or r.id in scored]
+        settings = self._settings(time.perf_counter() - t0, len(done))
+        fixed = self._fixed_combination()
+        if "combination" in self.methods and ordered:
+            zm = fixed or combination.combiner(ordered, list(self.combine), "run")
+            if fixed is None:  # run-relative: the whole run had to be seen first
+                self._on_claims(lambda items: combination.add_scores(items, zm), zm.components)(ordered)
+            settings["combination_stats"] = combination.summary(zm)
+        results = Results(items=ordered, errors=errors, methods=list(self.methods), settings=settings)
+        if writer and "combination" in self.methods and fixed is None:  # final file: with the run's combination,
+            others = [it for k, it in writer.done.items() if k not in by_id]  # and the results of other ids kept
+            write_results(Results(items=ordered + others, methods=results.methods), writer.path)
+        return results
+
+    def _score_records(self, todo: list[Record], evidence, writer, errors: list[RecordError], progress
+                       ) -> dict[str, ItemResult]:
+        """Score ``todo`` chunk by chunk, each result streamed to the combiners with fixed statistics and the
+        writer as it comes; a record a method raises on goes to ``errors`` (:meth:`_score_chunk`)."""
         streamed = self._streamed_combiners()
         scored: dict[str, ItemResult] = {}
         failures: list[Exception] = []
@@ -371,19 +390,7 @@ class Detector:
             bar(None)
         if failures and not scored:  # no record of the run could be scored: the method's failure, not a record's
             raise failures[0]
-        ordered = [done.get(r.id) or scored[r.id] for r in recs if r.id in done or r.id in scored]
-        settings = self._settings(time.perf_counter() - t0, len(done))
-        fixed = self._fixed_combination()
-        if "combination" in self.methods and ordered:
-            zm = fixed or combination.combiner(ordered, list(self.combine), "run")
-            if fixed is None:  # run-relative: the whole run had to be seen first
-                self._on_claims(lambda items: combination.add_scores(items, zm), zm.components)(ordered)
-            settings["combination_stats"] = combination.summary(zm)
-        results = Results(items=ordered, errors=errors, methods=list(self.methods), settings=settings)
-        if writer and "combination" in self.methods and fixed is None:  # final file: with the run's combination,
-            others = [it for k, it in writer.done.items() if k not in by_id]  # and the results of other ids kept
-            write_results(Results(items=ordered + others, methods=results.methods), writer.path)
-        return results
+        return scored
 
     def _score_chunk(self, items: list[PreparedItem], errors: list[RecordError], failures: list[Exception],
                      fresh: bool) -> list[ItemResult]:

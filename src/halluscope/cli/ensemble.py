@@ -337,14 +337,9 @@ def ensemble_score(
     from ..engine.components import ComponentScorer
     from ..combine.tuned import EnsembleConfig
     from ..evaluation.response_metrics import graded_summary
-    from ..models.registry import nli_identity
 
     cfg = EnsembleConfig.load(config, preset) if config else EnsembleConfig.preset(preset)
-    tuned_with = cfg.settings.get("nli")
-    if tuned_with and tuned_with != nli_identity(nli):
-        err.print(f"[yellow]warning:[/] {config} was tuned with the NLI model {tuned_with}, this run reads "
-                  f"{nli_identity(nli)}: its weights and threshold fit the other model's component values (tune "
-                  "again, or give the --nli it was tuned with)", highlight=False)
+    _same_nli(cfg, config, nli)
     llm, judges = _llm_and_judges(model, base_url, backend, chat, api_key_env, cache, external_judge,
                                   external_judge_url, judge_retries)
     skipped = [c for c in cfg.components if c in JUDGE_NAMES and c not in judges]
@@ -352,8 +347,7 @@ def ensemble_score(
         err.print(f"[yellow]warning:[/] {', '.join(skipped)} left out (no judge LLM: give --model / --base-url or "
                   "--external-judge); the other weights renormalized")
     usable = [c for c in cfg.components if c not in skipped]
-    if output is not None and output.suffix.lower() != ".jsonl":
-        raise ValueError(f"--output {output}: ensemble score writes JSON lines: name a .jsonl file")
+    _jsonl_output(output)
     scorer = ComponentScorer(components=usable, llm=llm, judges={k: v for k, v in judges.items() if k in usable},
                              nli=store.nli(nli) if nli else None)  # None: the shared default, loaded if needed
     items, skipped_records = _answers(path)
@@ -373,9 +367,24 @@ def ensemble_score(
                                  "flagged": flag, "components": r,
                                  **({"correct": it.correct} if it.correct is not None else {})}))
     console.print(t)
-    graded = graded_summary(items, conf, cfg.threshold)
-    if graded:
+    if graded := graded_summary(items, conf, cfg.threshold):  # held-out figures, where answers carry a grade
         console.print(graded, highlight=False)
     if output:
         output.write_text("\n".join(lines) + "\n")
     _exit_for_skipped(Results(items=items, errors=skipped_records), output)
+
+
+def _jsonl_output(output: Optional[Path]) -> None:
+    if output is not None and output.suffix.lower() != ".jsonl":
+        raise ValueError(f"--output {output}: ensemble score writes JSON lines: name a .jsonl file")
+
+
+def _same_nli(cfg, config, nli: Optional[str]) -> None:
+    """A warning where the config was tuned on another NLI model's component values than this run reads."""
+    from ..models.registry import nli_identity
+
+    tuned_with = cfg.settings.get("nli")
+    if tuned_with and tuned_with != nli_identity(nli):
+        err.print(f"[yellow]warning:[/] {config} was tuned with the NLI model {tuned_with}, this run reads "
+                  f"{nli_identity(nli)}: its weights and threshold fit the other model's component values (tune "
+                  "again, or give the --nli it was tuned with)", highlight=False)
