@@ -331,7 +331,9 @@ class Detector:
     ) -> Results:
         """Score records (dicts or :class:`Record`).
 
-        Invalid records become errors in ``Results.errors`` and do not stop the others. With ``output`` (a .jsonl
+        Invalid records become errors in ``Results.errors`` and do not stop the others; so does a record that a
+        method raises an error on (field ``<scoring>``), unless no record of the run can be scored (then the
+        method's first error is raised). With ``output`` (a .jsonl
         file) each record is written as soon as it is scored, and ``resume=True`` skips the records already there
         (scored with the same methods, response and sample count); without it the file is started afresh (a batch
         job run again over the same output wants ``resume=True``; ``score_with_ray`` resumes by default). Another type

@@ -211,11 +211,13 @@ def prune(engine: sa.Engine, before: dt.datetime, *, reviewed: bool = False, dry
             if reviewed:
                 n["reviews"] += c.execute(reviews.delete().where(reviews.c.result_id.in_(ids))).rowcount
             n["results"] += c.execute(results.delete().where(results.c.id.in_(ids), *conds)).rowcount
+    tried: set[str] = set()
     while True:
         with engine.connect() as c:
-            jid = c.execute(sa.select(jobs.c.id).where(*old_jobs).limit(1)).scalar()
+            jid = c.execute(sa.select(jobs.c.id).where(*old_jobs, jobs.c.id.not_in(tried)).limit(1)).scalar()
         if jid is None:
             break
+        tried.add(jid)  # once each, whatever another prune or server does meanwhile
         while True:  # its records in slices, then the job (a job with part of its records gone is still finished)
             with engine.begin() as c:
                 idx = sa.select(job_records.c.idx).where(job_records.c.job_id == jid).limit(batch)
