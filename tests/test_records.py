@@ -240,10 +240,11 @@ def test_empty_file_and_no_samples_column_say_why(tmp_path):
 
 
 def test_a_grade_is_true_false_or_one_zero():
-    """``correct`` as JSON true / false or as 1 / 0 (a common way to write a grade); anything else is named."""
+    """``correct`` as JSON true / false or as 1 / 0 (a common way to write a grade; their text too, as a CSV cell
+    has it: test_grades_as_a_csv_or_pandas_writes_them); anything else is named."""
     for given, read in ((True, True), (False, False), (1, True), (0, False)):
         assert Record.from_dict({**GOOD, "correct": given}).correct is read
-    for bad in (2, 0.5, "yes", "1"):
+    for bad in (2, 0.5, "yes", "2"):
         with pytest.raises(RecordError, match="correct"):
             Record.from_dict({**GOOD, "correct": bad})
 
