@@ -384,7 +384,7 @@ def _same_nli(cfg, config, nli: Optional[str]) -> None:
     from ..models.registry import nli_identity
 
     tuned_with = cfg.settings.get("nli")
-    if tuned_with and tuned_with != nli_identity(nli):
+    if tuned_with and tuned_with != (now := nli_identity(nli)):
         err.print(f"[yellow]warning:[/] {config} was tuned with the NLI model {tuned_with}, this run reads "
-                  f"{nli_identity(nli)}: its weights and threshold fit the other model's component values (tune "
+                  f"{now}: its weights and threshold fit the other model's component values (tune "
                   "again, or give the --nli it was tuned with)", highlight=False)

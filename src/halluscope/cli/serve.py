@@ -216,16 +216,17 @@ def _time_or_age(v: str):
     import datetime as dt
     import re
 
-    now = dt.datetime.now(dt.timezone.utc)
+    from ..serve.db import now as utc_now, parse_time
+
+    now = utc_now()
     m = re.fullmatch(r"(\d+)\s*d", v.strip())
     if m:
         return now - dt.timedelta(days=int(m.group(1)))
     try:
-        t = dt.datetime.fromisoformat(v.strip().replace("Z", "+00:00"))
+        t = parse_time(v)
     except ValueError:
         raise ValueError(f"--before {v!r}: give an ISO date or time (2026-10-01, 2026-10-01T12:00+01:00) or an age "
                          "in days (30d)") from None
-    t = (t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)).astimezone(dt.timezone.utc)
     if t > now:
         raise ValueError(f"--before {v}: that is in the future, and would delete every finished job and result")
     return t

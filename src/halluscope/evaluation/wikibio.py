@@ -118,20 +118,23 @@ def evaluate_results(
     return out
 
 
-def tie_effects(results: Results, methods: Sequence[str], points: float = 1.0) -> dict[str, dict]:
-    """The methods whose sentence AUC-PR is ``points`` or more higher as it is than with their tied scores in random
-    order (the paper's trapezoidal AUC-PR flatters a score with few distinct values, e.g. a share of the samples):
-    per method, its number of distinct sentence scores and the three figures with random ties."""
-    from .metrics import evaluate_scores, evaluate_scores_random_ties
+def tie_effects(results: Results, figures: dict[str, dict], points: float = 1.0) -> dict[str, dict]:
+    """The methods of ``figures`` (:func:`evaluate_results`' rows, as-is ties) whose sentence AUC-PR is ``points``
+    or more higher as it is than with their tied scores in random order (the paper's trapezoidal AUC-PR flatters a
+    score with few distinct values, e.g. a share of the samples): per method, its number of distinct sentence
+    scores and the three figures with random ties."""
+    from .metrics import evaluate_scores_random_ties
 
     out = {}
-    for m in methods:
+    for m, as_is in figures.items():
+        if m == "random":
+            continue
         ls = labelled_scores(results, m)
         s = ls.sent_scores[~np.isnan(ls.sent_scores)]
         distinct = len(np.unique(s))
         if distinct == len(s):
             continue
-        as_is, rand = evaluate_scores(ls), evaluate_scores_random_ties(ls)
+        rand = evaluate_scores_random_ties(ls)
         cols = ("nonfact", "nonfact_star", "factual")
         if any(as_is[c] - rand[c] >= points for c in cols if np.isfinite(as_is[c])):
             out[m] = {"distinct": distinct, "sentences": int(len(s)), **{c: rand[c] for c in cols}}
@@ -151,7 +154,7 @@ def evaluate_all(results: Results, methods: Sequence[str] | None = None, ties: s
                          "needs one of them")
     out: dict = evaluate_results(results, methods, ties) if labelled else {}
     if labelled and ties == "as-is":
-        flattered = tie_effects(results, [m for m in out if m != "random"])
+        flattered = tie_effects(results, out)
         if flattered:
             out["ties"] = flattered
     if labelled and NAME in results.items[0].sentence_scores:

@@ -307,6 +307,7 @@ def _graded_section(results: Results, methods: list[str]) -> list[str]:
     (AUROC and PRR of its answer score for wrong answers, AURC of rejecting by it, ECE and Brier of the calibrated
     probability), and the ids of the answers graded wrong."""
     from ..evaluation.response_metrics import answer_figures
+    from ..evaluation.response_report import FIGURE_COLUMNS
 
     figures = answer_figures(results, methods)
     if not figures:
@@ -314,12 +315,11 @@ def _graded_section(results: Results, methods: list[str]) -> list[str]:
     graded = [it for it in results.items if it.correct is not None]
     wrong = [str(it.id) for it in graded if not it.correct]
     cols = ("n", "wrong", "auroc", "prr", "aurc", "ece", "brier")
-    names = {"auroc": "AUROC", "prr": "PRR", "aurc": "AURC", "ece": "ECE", "brier": "Brier"}
     return ["<h2 id='graded'>Graded answers</h2>"
             f"<p>{len(graded)} answers graded as a whole, {len(wrong)} wrong (the positive class). AUROC and PRR of "
             "each method's answer score for wrong answers (higher is better; 0.5 and 0 are random), AURC of rejecting "
             "answers by it (lower is better), ECE and Brier of the calibrated probability (lower is better); n: the "
-            "graded answers with a score.</p>" + _table_html([(m, f, None) for m, f in figures.items()], cols, names)
+            "graded answers with a score.</p>" + _table_html([(m, f, None) for m, f in figures.items()], cols, FIGURE_COLUMNS)
             + f"<p>Graded wrong: {html.escape(', '.join(wrong)) or 'none'}.</p>"]
 
 

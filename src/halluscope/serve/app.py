@@ -42,7 +42,7 @@ from fastapi_offline import FastAPIOffline
 
 from ..types import Record, RecordError
 from . import store
-from .db import reason
+from .db import parse_time, reason
 from .auth import (ANONYMOUS_ADMIN, SCOPES, KeyConflict, KeyStore, Principal, RateLimiter, create_key, list_keys,
                    revoke_key)
 from .metrics import Metrics
@@ -189,11 +189,9 @@ def _when(v: str | None, name: str) -> dt.datetime | None:
     if not v:
         return None
     try:
-        t = dt.datetime.fromisoformat(v.replace("Z", "+00:00"))
+        return parse_time(v)  # as UTC: SQLite compares the stored UTC times as text (+01:00 was read as wall time)
     except ValueError:
         raise HTTPException(422, detail=[{"record": None, "field": name, "message": f"{v!r} is not an ISO time"}])
-    # as UTC: SQLite compares the stored UTC times as text, so an offset of +01:00 was read as wall-clock time
-    return (t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)).astimezone(dt.timezone.utc)
 
 
 @dataclass

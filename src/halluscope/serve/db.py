@@ -80,12 +80,22 @@ reviews = sa.Table(
 LABELS = ("accurate", "inaccurate")
 
 
+def as_utc(t: dt.datetime) -> dt.datetime:
+    """A time in UTC, a naive one read as UTC (SQLite returns stored times naive, in UTC; and compares them as
+    text, so a time given with another offset must be converted before it is compared)."""
+    return (t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)).astimezone(dt.timezone.utc)
+
+
+def parse_time(v: str) -> dt.datetime:
+    """An ISO 8601 date or time (``Z`` or any offset; none means UTC) as an aware UTC time; ValueError if it is
+    not one."""
+    return as_utc(dt.datetime.fromisoformat(v.strip().replace("Z", "+00:00")))
+
+
 def iso(t: dt.datetime) -> str:
     """A stored time as the API shows it: ISO 8601 in UTC, with its offset (SQLite returns naive times: stored in
     UTC; PostgreSQL returns them in its session's zone)."""
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=dt.timezone.utc)
-    return t.astimezone(dt.timezone.utc).isoformat()
+    return as_utc(t).isoformat()
 
 
 def now() -> dt.datetime:

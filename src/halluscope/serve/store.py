@@ -16,7 +16,7 @@ import numpy as np
 import sqlalchemy as sa
 
 from ..types import ItemResult, Record, json_safe
-from .db import LABELS, iso, job_records, jobs, now, results, reviews
+from .db import LABELS, as_utc, iso, job_records, jobs, now, results, reviews
 
 log = logging.getLogger("halluscope.serve")
 
@@ -194,7 +194,7 @@ def prune(engine: sa.Engine, before: dt.datetime, *, reviewed: bool = False, dry
     records in slices, the job row last), each checking its rows again, so a running service waits for the write
     lock only briefly, a review added meanwhile keeps its result, and an interrupted prune leaves nothing
     half-deleted. Returns the counts deleted (or, with ``dry_run``, that would be)."""
-    before = (before if before.tzinfo else before.replace(tzinfo=dt.timezone.utc)).astimezone(dt.timezone.utc)
+    before = as_utc(before)
     unfinished = sa.select(jobs.c.id).where(jobs.c.status.in_(OPEN))
     conds = [results.c.created_at < before, sa.or_(results.c.job_id.is_(None), results.c.job_id.not_in(unfinished))]
     if not reviewed:
@@ -376,7 +376,7 @@ def stats(engine: sa.Engine, *, since=None, until=None, tags=None, bucket: str =
         raise ValueError("bucket: must be minute, hour or day")
     series: dict[str, dict[int, list]] = {}
     for r in rows:
-        t = r.created_at if r.created_at.tzinfo else r.created_at.replace(tzinfo=dt.timezone.utc)
+        t = as_utc(r.created_at)
         b = int(t.timestamp()) // step * step
         key = (r.g if group else "all") or "(none)"
         series.setdefault(key, {}).setdefault(b, []).append((r.flagged, r.probability))
