@@ -226,13 +226,14 @@ def test_a_tuned_config_checked_on_held_out_graded_answers_from_a_csv(detector_m
     tune_csv, held = write("tune.csv", rows[:8]), write("held.csv", rows[8:], [{**rows[0], "id": "x", "samples": "[]"}])
     runner = CliRunner()
     r = runner.invoke(app, ["ensemble", "tune", str(tune_csv), "-o", str(tmp_path / "ens.json"), "--components",
-                            "non_contradiction,cosine"])
+                            "non_contradiction,cosine", "--report", str(tmp_path / "tune_report.json")])
     assert r.exit_code == 0, r.output
     assert "too few of one kind for weights to be trusted" in " ".join(r.output.split())
     cfg = EnsembleConfig.load(tmp_path / "ens.json")
     assert cfg.settings == {"nli": nli_identity()} and nli_identity().startswith("halluscope-nli@")
     out = tmp_path / "held.jsonl"
-    r = runner.invoke(app, ["ensemble", "score", str(held), "--config", str(tmp_path / "ens.json"), "-o", str(out)])
+    r = runner.invoke(app, ["ensemble", "score", str(held), "--config", str(tmp_path / "ens.json"), "-o", str(out),
+                            "--report", str(tmp_path / "held_report.json")])
     assert r.exit_code == 3, r.output
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert [x["correct"] for x in lines] == [it.correct for it in items[8:]]
@@ -242,6 +243,25 @@ def test_a_tuned_config_checked_on_held_out_graded_answers_from_a_csv(detector_m
     assert f"on the 6 graded answers (3 wrong): AUROC {f['auroc']:.3f}" in text and np.isfinite(f["auroc"])
     assert f"F1 {f['f1']:.3f} of the flag" in text
     assert [json.loads(x)["record"] for x in (tmp_path / "held.jsonl.errors.jsonl").read_text().splitlines()] == ["x"]
+    held_rep = json.loads((tmp_path / "held_report.json").read_text())  # the same figures, for the HTML report
+    assert held_rep["name"] == "held.csv (held out)" and held_rep["n"] == 6
+    assert held_rep["held_out"]["config"]["auroc"] == pytest.approx(f["auroc"])
+    assert held_rep["scores"]["curves"]["ensemble (config)"] == pytest.approx([x["confidence"] for x in lines])
+    for rep, rows in (("tune_report.json", "ensemble (agnostic, CV)"), ("held_report.json", "ensemble (config, held out)")):
+        html_out = tmp_path / f"{rep}.html"  # no sentence results needed: the ensemble's figures alone
+        r = runner.invoke(app, ["report", "--ensemble", str(tmp_path / rep), "-o", str(html_out)])
+        assert r.exit_code == 0, r.output
+        page = html_out.read_text()
+        assert rows in page and "component: cosine" in page and "SAC3" not in page
+        assert page.count("<img alt='ROC ") == 1 and page.count("<img alt='reliability ") == 1
+    assert "tune.csv (tuning answers)" in (tmp_path / "tune_report.json.html").read_text()
+    from browser import chromium_page
+
+    with chromium_page() as (page, errors):  # the page a person opens: its figures drawn, no script error
+        page.goto((tmp_path / "held_report.json.html").as_uri())
+        widths = page.evaluate("[...document.images].map(i => i.naturalWidth)")
+        assert len(widths) == 4 and min(widths) > 300 and errors == []
+        assert page.locator("#passages").count() == 0
     other = runner.invoke(app, ["ensemble", "score", str(held), "--config", str(tmp_path / "ens.json"), "--nli",
                                 "aegis", "-o", str(tmp_path / "x.csv")])
     assert other.exit_code == 2 and "name a .jsonl file" in other.output

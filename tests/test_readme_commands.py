@@ -111,6 +111,7 @@ def scratch(tmp_path_factory, _wikibio_cached):
     graded = [{"prompt": it.question, "response": it.response, "samples": list(it.samples)[:5],
                "correct": bool(it.correct), "id": it.id} for it in load_sac3(None, 24)]
     (d / "graded.jsonl").write_text("".join(json.dumps(g) + "\n" for g in graded))
+    (d / "held_out.jsonl").write_text("".join(json.dumps(g) + "\n" for g in graded[::2]))  # graded, read by score
     (d / "reports").mkdir()
     for sub in ("qa_local", "sac3"):  # the committed runs the presets are rebuilt from (read only)
         shutil.copytree(ROOT / "reports" / sub, d / "reports" / sub)

@@ -16,6 +16,9 @@ from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, CacheOpt, ChatOpt, Co
                      ExtJudgeUrlOpt, ModelOpt, NliOpt, _bar, _exit_for_skipped, _judges, _read_records_or_exit,
                      _sampler, console, ensemble_app, err, fails, say)
 
+ReportOpt = typer.Option(None, "--report", help="Write the figures and each answer's values as JSON for `halluscope "
+                         "report --ensemble` (ROC, accuracy-at-tau, risk-coverage, reliability).")
+
 
 @ensemble_app.command("sac3")
 @fails
@@ -269,6 +272,7 @@ def ensemble_tune(
     chat: bool = ChatOpt, api_key_env: str = ApiKeyEnvOpt, cache: Optional[Path] = CacheOpt,
     external_judge: Optional[str] = ExtJudgeOpt, external_judge_url: Optional[str] = ExtJudgeUrlOpt,
     judge_retries: int = typer.Option(2, "--judge-retries"), nli: Optional[str] = NliOpt,
+    report: Optional[Path] = ReportOpt,
 ):
     """Tune the ensemble on your graded answers: prints the k-fold cross-validated figures (what to expect on new
     answers), then fits weights and threshold on all of them and saves the config for `ensemble score --config`.
@@ -298,6 +302,7 @@ def ensemble_tune(
     cfg.trained_on = f"{path} ({len(items)} answers)"
     cfg.settings = {"nli": nli_identity(nli)}  # the components' values depend on it: checked by ensemble score
     cfg.save(out)
+    _write_report(report, {"name": f"{path.name} (tuning answers)", **res})
     cut = f" (--folds {folds} cut to the smaller class)" if res["folds"] < folds else ""
     console.print(f"{res['n']} answers, {100 * res['hallucination_rate']:.1f}% wrong; {res['folds']}-fold "
                   f"cross-validated figures{cut} (positive class: wrong):", highlight=False)
@@ -324,6 +329,7 @@ def ensemble_score(
     chat: bool = ChatOpt, api_key_env: str = ApiKeyEnvOpt, cache: Optional[Path] = CacheOpt,
     external_judge: Optional[str] = ExtJudgeOpt, external_judge_url: Optional[str] = ExtJudgeUrlOpt,
     judge_retries: int = typer.Option(2, "--judge-retries"), nli: Optional[str] = NliOpt,
+    report: Optional[Path] = ReportOpt,
 ):
     """Confidence of whole answers with a weight preset (or your tuned config): each component, the weighted
     confidence, and the flag (confidence < threshold = likely incorrect). Every component `ensemble tune` accepts is
@@ -337,9 +343,11 @@ def ensemble_score(
     from ..engine.components import ComponentScorer
     from ..combine.tuned import EnsembleConfig
     from ..evaluation.response_metrics import graded_summary
+    from ..evaluation.response_report import held_out_report
 
     cfg = EnsembleConfig.load(config, preset) if config else EnsembleConfig.preset(preset)
-    _same_nli(cfg, config, nli)
+    if why := cfg.nli_mismatch(nli):
+        err.print(f"[yellow]warning:[/] {config} was {why}", highlight=False)
     llm, judges = _llm_and_judges(model, base_url, backend, chat, api_key_env, cache, external_judge,
                                   external_judge_url, judge_retries)
     skipped = [c for c in cfg.components if c in JUDGE_NAMES and c not in judges]
@@ -371,20 +379,17 @@ def ensemble_score(
         console.print(graded, highlight=False)
     if output:
         output.write_text("\n".join(lines) + "\n")
+    if report:
+        _write_report(report, held_out_report(items, C, cfg.components, conf, cfg.threshold, f"{path.name} (held out)"))
     _exit_for_skipped(Results(items=items, errors=skipped_records), output)
+
+
+def _write_report(path: Optional[Path], res: dict) -> None:
+    if path:
+        path.write_text(json.dumps(json_safe(res), indent=1))
+        err.print(f"report: {path} (HTML figures: `halluscope report --ensemble {path}`)", highlight=False)
 
 
 def _jsonl_output(output: Optional[Path]) -> None:
     if output is not None and output.suffix.lower() != ".jsonl":
         raise ValueError(f"--output {output}: ensemble score writes JSON lines: name a .jsonl file")
-
-
-def _same_nli(cfg, config, nli: Optional[str]) -> None:
-    """A warning where the config was tuned on another NLI model's component values than this run reads."""
-    from ..models.registry import nli_identity
-
-    tuned_with = cfg.settings.get("nli")
-    if tuned_with and tuned_with != (now := nli_identity(nli)):
-        err.print(f"[yellow]warning:[/] {config} was tuned with the NLI model {tuned_with}, this run reads "
-                  f"{now}: its weights and threshold fit the other model's component values (tune "
-                  "again, or give the --nli it was tuned with)", highlight=False)

@@ -15,8 +15,9 @@ from .common import DataOpt, _read_records_or_exit, app, console, err, fails, js
 @app.command("report")
 @fails
 def report(
-    results: Path = typer.Argument(..., help="A results file (.json/.jsonl) written by score, evaluate -o, check -o "
-                                   "or reproduce -o."),
+    results: Optional[Path] = typer.Argument(None, help="A results file (.json/.jsonl) written by score, evaluate "
+                                             "-o, check -o or reproduce -o; optional with --ensemble or "
+                                             "--samples-ablation."),
     out: Path = typer.Option(Path("report.html"), "--out", "-o", help="The HTML file to write."),
     with_: Optional[list[Path]] = typer.Option(None, "--with", help="Further results of the same records (merged by "
                                                "id), e.g. methods scored in another run."),
@@ -24,8 +25,9 @@ def report(
                                            "can quote the sample; WikiBio ids are found in --data by themselves."),
     fig7: Optional[Path] = typer.Option(None, "--samples-ablation", help="JSON printed by `reproduce samples "
                                         "--json` (Figure 7)."),
-    ensemble: Optional[Path] = typer.Option(None, "--ensemble", help="JSON of `ensemble qa` (report.json) or "
-                                            "`ensemble sac3 -o`: ROC and accuracy-at-tau."),
+    ensemble: Optional[Path] = typer.Option(None, "--ensemble", help="JSON of `ensemble qa` (report.json), "
+                                            "`ensemble sac3 -o` or `ensemble tune/score --report`: ROC and "
+                                            "accuracy-at-tau."),
     data: Optional[Path] = DataOpt,
     title: str = typer.Option("halluscope report", "--title"),
     figures: Optional[Path] = typer.Option(None, "--figures", help="Also write every figure as a PNG here."),
@@ -33,13 +35,16 @@ def report(
     """One self-contained HTML report (no network): highlighted passages with per-method scores and evidence, the
     papers' figures where the file has labels, and a summary of the run."""
     from ..io import merge_results, read_results
+    from ..types import Results
     from ..report.html import build_report, check_inputs, samples_of
 
     f7, ens = (json_of(p, o) if p else None for p, o in ((fig7, "--samples-ablation"), (ensemble, "--ensemble")))
     check_inputs(f7, ens)
-    res = merge_results([read_results(results), *(read_results(p) for p in with_ or [])])
+    if results is None and not (f7 or ens) or results is None and with_:
+        raise ValueError("report: give a results file (or only --ensemble / --samples-ablation)")
+    res = merge_results([read_results(results), *(read_results(p) for p in with_ or [])]) if results else Results()
     samples = samples_of(res, _read_records_or_exit(records)[0] if records else None, data)
-    path = build_report(res, out, title, samples, f7, ens, source=str(results), figures_dir=figures)
+    path = build_report(res, out, title, samples, f7, ens, source=str(results or ""), figures_dir=figures)
     err.print(f"report: {path} ({path.stat().st_size / 1e6:.1f} MB)")
 
 

@@ -147,6 +147,17 @@ class EnsembleConfig:
     def confidence(self, C: np.ndarray) -> np.ndarray:
         return combine(C, np.asarray(self.weights))
 
+    def nli_mismatch(self, nli: str | None) -> str | None:
+        """Why this config may not fit a run reading the NLI model ``nli`` (None: the default), or None: its weights
+        and threshold were fitted to another model's component values (``settings['nli']``, written by tune)."""
+        from ..models.registry import nli_identity
+
+        tuned_with = self.settings.get("nli")
+        if tuned_with and tuned_with != (now := nli_identity(nli)):
+            return (f"tuned with the NLI model {tuned_with}, this run reads {now}: its weights and threshold fit the "
+                    "other model's component values (tune again, or give the --nli it was tuned with)")
+        return None
+
 
 def tune(C: np.ndarray, halluc: np.ndarray, components: list[str], objective: str = "roc_auc",
          mode: str = "agnostic", seed: int = 0) -> EnsembleConfig:

@@ -21,7 +21,49 @@ def figure_rows(res: dict) -> list[tuple[str, dict]]:
     rows = [(f"component: {k}", v) for k, v in res.get("components", {}).items()]
     rows += [(f"baseline: {k}", v) for k, v in res.get("baselines", {}).items()]
     rows += [(f"ensemble ({k}, CV)", v) for k, v in res.get("ensemble", {}).items()]
+    rows += [(f"ensemble ({k}, held out)", v) for k, v in res.get("held_out", {}).items()]
     return rows
+
+
+def held_out_report(items, C: np.ndarray, comps: list[str], conf: np.ndarray, threshold: float, name: str,
+                    folds: int = 5, seed: int = 0) -> dict:
+    """A saved ensemble config applied to graded answers it was not tuned on (``ensemble score --report``), in the
+    shape ``report --ensemble`` reads: each component alone (AUROC, PRR, AURC, ECE, Brier untuned; its F1 at a
+    k-fold threshold, as :func:`~halluscope.evaluation.sac3.analyze` gives them) and the config's confidence as it
+    is, at its own threshold (row ``ensemble (config, held out)``). Only graded answers count; a ValueError where
+    none is graded, ``skipped`` where AUROC is undefined (fewer than 4, or one class)."""
+    from .response_metrics import component_figures, evaluate
+
+    keep = [i for i, it in enumerate(items) if it.correct is not None]
+    if not keep:
+        raise ValueError("--report: no answer carries a grade ('correct'): held-out figures need graded answers")
+    halluc = np.array([0 if items[i].correct else 1 for i in keep])
+    C, conf = np.asarray(C, float)[keep], np.asarray(conf, float)[keep]
+    out = {"name": name, "n": len(keep), "hallucination_rate": float(halluc.mean()), "components_used": comps,
+           "threshold": float(threshold)}
+    if len(keep) < 4 or len(set(halluc.tolist())) < 2:
+        return {**out, "skipped": "too few graded answers or only one class: AUROC/F1 undefined",
+                "scores": {"components": C.tolist(), "hallucination": halluc.tolist()}}
+    out["folds"] = folds = max(2, min(folds, int(np.bincount(halluc, minlength=2).min())))
+    out["components"] = component_figures(C, halluc, comps, folds, seed)
+    out["held_out"] = {"config": evaluate(conf, halluc, threshold)}
+    out["scores"] = {"components": C.tolist(), "hallucination": halluc.tolist(),
+                     "curves": {"ensemble (config)": conf.tolist()}}
+    return out
+
+
+def block_name(res: dict, default: str = "SAC3 NQ-Open") -> str:
+    """The title of one response-level block: its own ``name`` (``ensemble tune`` / ``score --report``), else the
+    benchmark a name-less file comes from (``ensemble sac3 -o``)."""
+    return str(res.get("name") or default)
+
+
+def block_method(res: dict) -> str:
+    """How a block's ensemble figures were made, for the sentence under its title."""
+    if "held_out" in res:
+        return (f"the saved config applied as it is (threshold {res.get('threshold', float('nan')):.3f}), on answers it "
+                f"was not tuned on; each component's F1 threshold {res.get('folds', 5)}-fold cross-validated")
+    return f"tuned figures {res.get('folds', 5)}-fold cross-validated"
 
 
 def fmt3(v) -> str:
@@ -51,14 +93,19 @@ def risk_coverage_curves(res: dict) -> dict[str, tuple]:
 
 
 def ensemble_calibration(res: dict) -> dict | None:
-    """ECE, Brier and reliability points of the AUROC-tuned ensemble's out-of-fold 1 - confidence as the probability
-    of hallucination; None where the confidences were not kept."""
+    """ECE, Brier and reliability points of the ensemble's 1 - confidence as the probability of hallucination: the
+    AUROC-tuned ensemble out-of-fold, or a saved config on held-out answers; None where the confidences were not
+    kept."""
     sc = res.get("scores", {})
-    c = sc.get("curves", {}).get("ensemble (agnostic)")
+    curves = sc.get("curves", {})
+    c = curves.get("ensemble (agnostic)", curves.get("ensemble (config)"))
     return None if c is None else calibration_of(c, sc["hallucination"])
 
 
-ENSEMBLE_RELIABILITY_TITLE = "tuned ensemble (AUROC weights), out-of-fold"
+def reliability_title(res: dict) -> str:
+    """The title of :func:`ensemble_calibration`'s diagram."""
+    return ("saved ensemble config" if "ensemble (config)" in res.get("scores", {}).get("curves", {})
+            else "tuned ensemble (AUROC weights), out-of-fold")
 
 
 def write_figures(res: dict, out_dir: Path, stem: str, title: str) -> list[str]:
@@ -74,7 +121,7 @@ def write_figures(res: dict, out_dir: Path, stem: str, title: str) -> list[str]:
     cal = ensemble_calibration(res)
     if cal and cal["n"]:
         names.append(Path(plot_reliability(cal, out_dir / f"reliability_{stem}.png",
-                                           f"{ENSEMBLE_RELIABILITY_TITLE}: {title}")).name)
+                                           f"{reliability_title(res)}: {title}")).name)
     return names
 
 

@@ -169,22 +169,22 @@ def check_inputs(fig7: Any, ensemble: Any, names: tuple[str, str] = ("--samples-
     blocks = ensemble.get("benchmarks", {"": ensemble}) if isinstance(ensemble, dict) else None
     if not (isinstance(blocks, dict) and blocks and all(
             isinstance(r, dict) and "n" in r and ("skipped" in r or "scores" in r) for r in blocks.values())):
-        raise ValueError(f"{names[1]}: not the JSON of `halluscope ensemble sac3 -o` or `ensemble qa`'s "
-                         "report.json")
+        raise ValueError(f"{names[1]}: not the JSON of `halluscope ensemble sac3 -o`, `ensemble tune --report`, "
+                         "`ensemble score --report` or `ensemble qa`'s report.json")
 
 
 def _ensemble_sections(ens: dict, figs: list[tuple[str, str]]) -> str:
     """Tables (AUROC, PRR, AURC, precision / recall / F1, ECE, Brier) and ROC / accuracy-at-tau / risk-coverage /
     reliability figures of a response-level report (QA pipeline or SAC3)."""
-    from ..evaluation.response_report import FIGURE_COLUMNS, figure_rows
+    from ..evaluation.response_report import FIGURE_COLUMNS, block_method, block_name, figure_rows
 
-    blocks = ens["benchmarks"] if "benchmarks" in ens else {"SAC3 NQ-Open": ens}
+    blocks = ens["benchmarks"] if "benchmarks" in ens else {block_name(ens): ens}
     out = []
     for name, r in blocks.items():
         out.append(f"<h3>{html.escape(name)}</h3>")
         acc = f", accuracy {r['accuracy']:.3f}" if isinstance(r.get("accuracy"), float) else ""
-        out.append(f"<p>{r.get('n')} answers{acc}; positive class = incorrect answer; tuned figures "
-                   f"{r.get('folds', 5)}-fold cross-validated.</p>")
+        out.append(f"<p>{r.get('n')} answers{acc}; positive class = incorrect answer; {html.escape(block_method(r))}."
+                   "</p>")
         if "skipped" in r:
             out.append(f"<p>Not evaluated: {html.escape(r['skipped'])}.</p>")
             continue
@@ -199,7 +199,7 @@ def _ensemble_sections(ens: dict, figs: list[tuple[str, str]]) -> str:
 def _ensemble_figures(r: dict, name: str, figs: list) -> str:
     """ROC, accuracy-at-tau, risk-coverage and the tuned ensemble's reliability diagram of one block, where its
     confidences were kept."""
-    from ..evaluation.response_report import ENSEMBLE_RELIABILITY_TITLE, ensemble_calibration, risk_coverage_curves
+    from ..evaluation.response_report import ensemble_calibration, reliability_title, risk_coverage_curves
     from .plots import plot_accuracy_at_tau, plot_reliability, plot_risk_coverage, plot_roc
 
     sc = r.get("scores", {})
@@ -215,8 +215,8 @@ def _ensemble_figures(r: dict, name: str, figs: list) -> str:
                                                float(np.mean(h)))))]
     cal = ensemble_calibration(r)
     if cal and cal["n"]:
-        made.append((f"Reliability of the tuned ensemble, {name}", f"reliability {name}",
-                     _png(lambda b: plot_reliability(cal, b, f"{ENSEMBLE_RELIABILITY_TITLE}: {name}"))))
+        made.append((f"Reliability of the {reliability_title(r)}, {name}", f"reliability {name}",
+                     _png(lambda b: plot_reliability(cal, b, f"{reliability_title(r)}: {name}"))))
     figs += [(title, uri) for title, _, uri in made]
     imgs = "".join(f"<img alt='{html.escape(alt)}' src='{uri}'>" for _, alt, uri in made)
     return f"<div class='figs'>{imgs}</div>"
@@ -247,17 +247,19 @@ def build_report(results: Results, out: str | Path, title: str = "halluscope rep
                         + _ensemble_sections(ensemble, figs))
     data = _clean({"methods": sentence_methods, "primary": primary,
                    "passages": _passages(results, sentence_methods, samples)})
-    summary = _summary(results, methods, source)
+    summary = _summary(results, methods, source) if results.items or source else {
+        "source": "response-level figures only (no results file)"}
     summary_html = "".join(  # the methods by name (their descriptions are listed below the table)
         f"<tr><th>{html.escape(k)}</th><td>{html.escape(', '.join(v) if k == 'methods' else _summary_cell(v))}</td>"
         "</tr>" for k, v in summary.items() if v not in (None, {}, [], ""))
     methods_html = "".join(f"<li><b>{html.escape(m)}</b>: {html.escape(d or 'no description recorded')}</li>"
-                           for m, d in summary["methods"].items())
+                           for m, d in summary.get("methods", {}).items())
     options = "".join(f"<option value='{html.escape(m)}'{' selected' if m == primary else ''}>{html.escape(m)}</option>"
                       for m in sentence_methods)
     fig_index = "".join(f"<li>{html.escape(n)}</li>" for n, _ in figs)
     doc = _TEMPLATE.format(
-        title=html.escape(title), css=_CSS, js=_JS, options=options, summary=summary_html, methods=methods_html,
+        title=html.escape(title), css=_CSS, js=_JS, summary=summary_html, methods=methods_html,
+        passages=_PASSAGES.format(options=options) if results.items else "",
         sections="\n".join(sections), fig_index=fig_index or "<li>none (no sentence labels in this file)</li>",
         data=json.dumps(data, ensure_ascii=False).replace("</", "<\\/"),
         built=f"{time.strftime('%Y-%m-%d %H:%M')}, {time.perf_counter() - t0:.1f} s",
@@ -485,10 +487,12 @@ function claimsHtml(p, i){
   });
   return h;
 }
-document.addEventListener('keydown', e => { if (e.key === 'Escape') document.getElementById('panel').style.display = 'none'; });
-document.getElementById('method').addEventListener('change', render);
-document.getElementById('filter').addEventListener('input', render);
-render();
+if (document.getElementById('passages')) {  // a report of response-level figures alone has no passages
+  document.addEventListener('keydown', e => { if (e.key === 'Escape') document.getElementById('panel').style.display = 'none'; });
+  document.getElementById('method').addEventListener('change', render);
+  document.getElementById('filter').addEventListener('input', render);
+  render();
+}
 """
 
 _TEMPLATE = """<!DOCTYPE html>
@@ -499,19 +503,21 @@ _TEMPLATE = """<!DOCTYPE html>
 <ul class="methods">{methods}</ul>
 <p>Figures in this report:</p><ul>{fig_index}</ul>
 {sections}
-<h2 id="highlighted">Passages</h2>
-<div class="controls">colour by <select id="method">{options}</select>
-&nbsp; show passages whose worst sentence is at least <input id="filter" type="range" min="0" max="1" step="0.05" value="0">
-<span id="count"></span> &nbsp; <span class="legend">consistent <span style="background:hsl(120,75%,88%)"></span><span
-style="background:hsl(60,75%,79%)"></span><span style="background:hsl(0,75%,70%)"></span> likely hallucinated</span></div>
-<div id="passages"></div>
-<div id="panel"></div>
+{passages}
 <p style="color:#888">built {built} by halluscope; self-contained (no network).</p>
 </main>
 <script id="data" type="application/json">{data}</script>
 <script>{js}</script>
 </body></html>
 """
+
+_PASSAGES = """<h2 id="highlighted">Passages</h2>
+<div class="controls">colour by <select id="method">{options}</select>
+&nbsp; show passages whose worst sentence is at least <input id="filter" type="range" min="0" max="1" step="0.05" value="0">
+<span id="count"></span> &nbsp; <span class="legend">consistent <span style="background:hsl(120,75%,88%)"></span><span
+style="background:hsl(60,75%,79%)"></span><span style="background:hsl(0,75%,70%)"></span> likely hallucinated</span></div>
+<div id="passages"></div>
+<div id="panel"></div>"""
 
 
 def samples_of(results, records=None, data=None) -> dict[str, list[str]]:
@@ -522,6 +528,8 @@ def samples_of(results, records=None, data=None) -> dict[str, list[str]]:
     from ..evaluation.wikibio import load_wikibio
 
     ids = {it.id for it in results.items}
+    if not ids:
+        return {}
     try:
         return {r.id: list(r.samples) for r in load_wikibio(data) if r.id in ids}
     except OSError:
