@@ -38,6 +38,27 @@ def test_methods_json_lists_every_method_of_both_levels():
     assert "answer score" in table and "(SelfCheckGPT (Manakul et al. 2023) §5.4)" in table
 
 
+def test_another_librarys_method_name_is_answered_with_ours():
+    """A name brought from uqlm, SelfCheckGPT or LM-Polygraph is refused with the method it stands for (never mapped
+    silently: their numbers differ), a typo with the closest names; every method the map names exists, and README's
+    table has a row for each library's names."""
+    from halluscope.engine.other_names import OTHER_NAMES
+    from halluscope.pipeline import parse_methods
+
+    for name, says in (("noncontradiction", "uqlm's name: halluscope's is 'non_contradiction'"),
+                       ("bert_score", "halluscope's is 'bertscore_response'"),
+                       ("KernelLanguageEntropy", "LM-Polygraph's name: halluscope's is 'kle'"),
+                       ("lexical_similarity", "halluscope has none"), ("ngram1max", "did you mean 'ngram1_max'")):
+        with pytest.raises(ValueError, match="unknown method") as e:
+            parse_methods([name])
+        assert says in str(e.value), str(e.value)[:300]
+    ours = {m for _, m, _ in OTHER_NAMES.values() if m}
+    assert ours <= set(specs()), ours - set(specs())
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("### Coming from SelfCheckGPT, uqlm or LM-Polygraph")[1].split("\n### ")[0]
+    assert all(f"`{m}`" in section for m in ours), [m for m in ours if f"`{m}`" not in section]
+
+
 def test_response_and_sentence_methods_in_one_run_share_each_nli_pair_and_text(detector_models):
     """SelfCheck-NLI, non-contradiction and semantic entropy in one run: each unique NLI piece goes through the
     model once; every text through the encoder once."""

@@ -109,8 +109,11 @@ def _expand(m: str) -> list[str]:
         return groups[m]
     if m in specs or m in COMBINERS:
         return [m]
-    raise ValueError(f"unknown method {m!r}; choose from {', '.join(available_methods())} (or 'ngram', 'greybox', "
-                     "'proxy', 'response', 'all')")
+    from .engine.other_names import hint
+
+    said = hint(m, available_methods())
+    raise ValueError(f"unknown method {m!r}. {said + ' ' if said else ''}Choose from "
+                     f"{', '.join(available_methods())} (or 'ngram', 'greybox', 'proxy', 'response', 'all')")
 
 
 def parse_methods(methods: str | Sequence[str] | None) -> list[str]:

@@ -61,7 +61,9 @@ def list_methods(as_json: bool = typer.Option(False, "--json", help="Print the r
     if as_json:
         print(json.dumps(rows, indent=1))
         return
-    t = Table("method", "level", "needs", "bounded", "answer score", "formula (source)")
+    t = Table("method", "level", "needs", "bounded", "answer score", "formula (source)",
+              caption="Every score is a hallucination score: higher = more likely hallucinated (uqlm's scorers are "
+              "confidences: 1 - them). bounded: in [0, 1]; raw: unbounded (e.g. -log p).")
     for r in rows:
         t.add_row(r["name"], r["level"], ", ".join(r["needs"]), "yes" if r["bounded"] else "raw",
                   r["aggregate"] or "itself", Text.assemble(r["formula"], (f" ({r['source']})", "dim")))

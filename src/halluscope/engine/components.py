@@ -10,7 +10,8 @@ confidence in [0, 1] (higher = more likely correct; the hallucination score is 1
   contradiction probability (both directions).
 - ``semantic_negentropy`` (Eq. 7-8): y and the candidates are clustered by mutual entailment (each response joins
   the first cluster whose representative it entails both ways, else opens a cluster; so every response is in exactly
-  one cluster); SE = entropy of the cluster shares; NSN = 1 - SE / log m, clipped to [0, 1]. With
+  one cluster); SE = entropy of the cluster shares; NSN = 1 - SE / log m, clipped to [0, 1] (m the candidates, as
+  Eq. 8 writes it; uqlm's code divides by log(m + 1), the entropy's maximum: the same ranking for a fixed m). With
   ``condition_on_question`` each text is prefixed by the question before the NLI comparison.
 - ``bertscore`` (Eq. 12): mean BERTScore F1 of y against each candidate (whole texts, the shared encoder layer).
 - ``cosine`` (Eq. 13): mean cosine similarity of sentence embeddings (mean-pooled, the shared encoder).
@@ -352,7 +353,8 @@ def _register() -> None:
                    formula="mean over samples of (eta(y, s) + eta(s, y)) / 2, eta = P(contradiction)"),
         MethodSpec("semantic_negentropy", level="response", needs=("nli",), bounded=True, aggregate=None,
                    group="response", source="Farquhar et al. 2024; " + src + "Eq. 7-8",
-                   formula="entropy of the mutual-entailment clusters of response + samples / log m"),
+                   formula="entropy of the mutual-entailment clusters of response + samples / log N, N "
+                           "samples (the paper's m), clipped to [0, 1]"),
         MethodSpec("bertscore_response", level="response", needs=("token_embeddings",), bounded=True,
                    aggregate=None, group="response", source=src + "Eq. 12",
                    formula="1 - mean over samples of BERTScore F1 of the whole response against the sample"),
