@@ -30,6 +30,67 @@ def test_mqag_bayes_formula():
     assert bayes(400, 0) < 1e-100 and bayes(0, 400) == pytest.approx(1.0)  # no overflow
 
 
+class _Stages:
+    """MQAG stages with fixed outputs (what a model would answer), to check the counting rules on their own: every
+    question's answer is option A on the response; samples 'agree' answer A, the others B; answerability is read
+    from the context's text."""
+
+    def g1(self, sents, draws):
+        return [(f"q{d} about {s}", "x") for s, d in zip(sents, draws)]
+
+    def g2(self, rows):
+        return [["y", "z", "w"] for _ in rows]
+
+    def a(self, rows):
+        return [np.eye(4)[0 if "agree" in ctx or ctx.startswith("R") else 1] for ctx, _, _ in rows]
+
+    def u(self, rows):
+        return [0.1 if "unanswerable" in ctx else 0.9 for ctx, _ in rows]
+
+
+def _mqag(response, samples, **options):
+    from halluscope.scorers.base import PreparedItem
+    from halluscope.scorers.qa import QAScorer
+    from halluscope.types import Record
+
+    st = _Stages()
+    item = PreparedItem.from_record(Record(id="r", response=response, samples=samples))
+    out = QAScorer(None, stages={k: st for k in ("g1", "g2", "a", "u")}, **options).score([item])
+    return {n: float(out[n][0].sentence[0]) for n in out}
+
+
+def test_mqag_counts_and_the_bad_question_rule_of_the_paper():
+    """count = mismatches among answerable samples; bayes with hard counts; bayes_alpha with soft counts; a question
+    unanswerable on the response itself scores 0.5 for count and bayes (SelfCheckGPT §5.2, the reference package),
+    and the options (beta1, beta2, threshold, questions_per_sentence) change what they name."""
+    g = 0.8 / 0.2
+    samples = ["agree 1.", "agree 2.", "other 3.", "other unanswerable 4."]
+    s = _mqag("R is here.", samples)
+    assert s["qa_count"] == pytest.approx(1 / 3)  # the unanswerable sample is not counted
+    assert s["qa_bayes"] == pytest.approx(bayes(2, 1))
+    assert s["qa_bayes_alpha"] == pytest.approx(g ** 1.0 / (g ** 1.8 + g ** 1.0))  # 0.9 + 0.9 vs 0.9 + 0.1
+    bad = _mqag("R is unanswerable here.", samples)
+    assert bad["qa_count"] == bad["qa_bayes"] == 0.5 and bad["qa_bayes_alpha"] == pytest.approx(s["qa_bayes_alpha"])
+    assert _mqag("R is unanswerable here.", samples, threshold=0.05)["qa_count"] == pytest.approx(2 / 4)
+    assert _mqag("R is here.", samples, beta1=0.9, beta2=0.6)["qa_bayes"] == pytest.approx(bayes(2, 1, 0.9, 0.6))
+    assert _mqag("R is here.", samples, questions_per_sentence=3)["qa_count"] == pytest.approx(1 / 3)
+
+
+def test_mqag_options_are_checked_where_given():
+    from halluscope import Detector
+
+    det = Detector(methods=["qa_count", "qa_bayes"], llm=None, qa_stages={k: _Stages() for k in ("g1", "g2", "a", "u")},
+                   method_options={"qa_count": {"beta1": 0.9}, "qa_bayes": {"beta1": 0.7}})
+    with pytest.raises(ValueError, match="beta1: 0.7 differs from 0.9"):
+        det.scorers()
+    det = Detector(methods=["qa_bayes"], qa_stages={k: _Stages() for k in ("g1", "g2", "a", "u")},
+                   method_options={"qa_bayes": {"beta2": 1.0}})
+    with pytest.raises(ValueError, match=r"beta2: 1.0 is not a number in \(0, 1\)"):
+        det.scorers()
+    with pytest.raises(ValueError, match="qa_bayes takes questions_per_sentence, beta1, beta2, threshold"):
+        Detector(methods=["qa_bayes"], method_options={"qa_bayes": {"AT": 0.5}})
+
+
 def test_rate_limiter_waits_for_the_window():
     now = [0.0]
     slept = []

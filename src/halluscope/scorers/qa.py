@@ -5,15 +5,19 @@ the answering system A picks one of the four options o given the response R (a_R
 (a_Sn); the answerability system U gives alpha_n = P_U(answerable | q, S_n). With matches N_m (a_Sn = a_R) and
 mismatches N_n:
 
-    count:        S = N_n / (N_m + N_n)                 over samples with alpha_n >= 0.5
+    count:        S = N_n / (N_m + N_n)                 over samples with alpha_n >= AT (0.5)
     bayes:        S = g2^N_n / (g1^N_m + g2^N_n)         same hard counts, g1 = b2/(1-b1), g2 = b1/(1-b2)
     bayes_alpha:  the same with soft counts N'_m = sum alpha_n over matches, N'_n over mismatches (Eq. 20-21)
 
-with b1 = b2 = 0.8. A sentence's score is the mean over its questions. A question whose generation cannot be parsed
-is dropped; a sentence left with no question scores 0.5 (no evidence either way). A stage's generation that fails
-after the retries is missing, never guessed: no question (G1, G2), a question dropped (A on R), a sample left out
-of the counts (A or U on it); the batch goes on. Where every generation of a stage failed (a refused key, a model
-the server does not have) the first failure is raised.
+with b1 = b2 = 0.8. A question unanswerable on the response itself (alpha_R = P_U(answerable | q, R) < AT) is a bad
+question (§5.2, Eq. 8: "the context is either the response R or sampled passages"): count and bayes score it 0.5, as
+the reference package does; bayes_alpha reads the samples' soft counts only. A sentence's score is the mean over its
+questions. Options (``Detector(method_options={"qa_bayes": {...}})``, the same for the three methods):
+``questions_per_sentence`` (1; the reference package asks 5), ``beta1``, ``beta2`` and ``threshold`` (AT). A
+question whose generation cannot be parsed is dropped; a sentence left with no question scores 0.5 (no evidence
+either way). A stage's generation that fails after the retries is missing, never guessed: no question (G1, G2), a
+question dropped (A or U on R), a sample left out of the counts (A or U on it); the batch goes on. Where every
+generation of a stage failed (a refused key, a model the server does not have) the first failure is raised.
 
 Stages (``QAScorer(sampler, stages={"g1": ..., "g2": ..., "a": ..., "u": ...})``; each value one of):
 
@@ -220,15 +224,14 @@ class QAScorer:
             it = items[a]
             for n, ctx in enumerate([it.record.response, *it.evidence]):
                 a_in.append((ctx, q, opts))
-                if n > 0:
-                    u_in.append((ctx, q))
+                u_in.append((ctx, q))
                 where.append((qi, n))
         a_res = self.stages["a"].a(a_in) if a_in else []
         u_res = self.stages["u"].u(u_in) if u_in else []
         # a pick: the option's index, -1 when none was picked, None when the answering failed (missing)
         picks = {w: None if _missing(p) else int(np.argmax(p)) if p is not None else -1
                  for w, p in zip(where, a_res)}
-        alphas = dict(zip([w for w in where if w[1] > 0], (float(x) for x in u_res)))
+        alphas = dict(zip(where, (float(x) for x in u_res)))
         per_sentence: dict[tuple[int, int], list[tuple[float, float, float]]] = {}
         for qi, ((a, i), q, opts) in enumerate(questions):
             got = self._question(qi, len(items[a].evidence), picks, alphas)
@@ -246,10 +249,10 @@ class QAScorer:
 
     def _question(self, qi: int, n_samples: int, picks: dict, alphas: dict) -> tuple[float, float, float] | None:
         """One question's (count, bayes, bayes_alpha) from the answers on R and on each sample; None when the
-        answer on R is missing (the question says nothing). A sample whose answer or answerability is missing is
-        left out of the counts."""
-        ar = picks[(qi, 0)]
-        if ar is None:
+        answer or the answerability on R is missing (the question says nothing). A sample whose answer or
+        answerability is missing is left out of the counts."""
+        ar, alpha_r = picks[(qi, 0)], alphas[(qi, 0)]
+        if ar is None or math.isnan(alpha_r):
             return None
         nm = nn = snm = snn = 0.0
         for n in range(1, n_samples + 1):
@@ -260,8 +263,11 @@ class QAScorer:
             if al >= self.threshold:
                 nm, nn = nm + match, nn + (not match)
             snm, snn = snm + al * match, snn + al * (not match)
+        soft = bayes(snm, snn, self.beta1, self.beta2)
+        if alpha_r < self.threshold:  # a bad question: unanswerable on the response itself
+            return 0.5, 0.5, soft
         count = nn / (nm + nn) if nm + nn > 0 else 0.5
-        return count, bayes(nm, nn, self.beta1, self.beta2), bayes(snm, snn, self.beta1, self.beta2)
+        return count, bayes(nm, nn, self.beta1, self.beta2), soft
 
 
 def _missing(p) -> bool:
@@ -280,7 +286,32 @@ def _build(names: list[str], art) -> "QAScorer":
     if llm is None and needs_llm(stages):
         raise ValueError("the 'qa' methods need an LLM (Detector(llm=Sampler(backend))) for every MQAG stage "
                          "not given as a Hugging Face model in qa_stages")
-    return QAScorer(llm, stages=stages)
+    return QAScorer(llm, stages=stages, **_options(names, art))
+
+
+OPTIONS = ("questions_per_sentence", "beta1", "beta2", "threshold")
+
+
+def _options(names: list[str], art) -> dict:
+    """The MQAG settings given to any of the three methods (one scorer computes them all, so they must agree)."""
+    from .judging import method_options
+
+    out: dict = {}
+    for n in names:
+        for k, v in method_options(art, n).items():
+            if k in out and out[k] != v:
+                raise ValueError(f"method option {n}.{k}: {v!r} differs from {out[k]!r} given to another qa method "
+                                 "(one MQAG run scores all three)")
+            out[k] = v
+    q = out.get("questions_per_sentence", 1)
+    if not (isinstance(q, int) and not isinstance(q, bool) and q >= 1):
+        raise ValueError(f"method option questions_per_sentence: {q!r} is not a whole number >= 1")
+    for k, shown in (("beta1", "(0, 1)"), ("beta2", "(0, 1)"), ("threshold", "[0, 1]")):
+        v = out.get(k, 0.5)
+        number = isinstance(v, (int, float)) and not isinstance(v, bool)
+        if not number or not (0 < v < 1 if k != "threshold" else 0 <= v <= 1):
+            raise ValueError(f"method option {k}: {v!r} is not a number in {shown}")
+    return out
 
 
 def _register() -> None:
@@ -291,7 +322,8 @@ def _register() -> None:
             "qa_bayes_alpha": "the Bayes score with answerability soft counts (Eq. 21)"}
     register(*(MethodSpec(n, level="sentence", needs=("sentences", "mqag_models", "llm"), bounded=True, group="qa",
                           source="SelfCheckGPT (Manakul et al. 2023) §5.2 and App. B (MQAG)",
-                          formula="multiple-choice questions from the sentence answered on R and each sample: " + f)
+                          formula="multiple-choice questions from the sentence answered on R and each sample: " + f,
+                          options=OPTIONS)
                for n, f in rule.items()), build=_build)
 
 
