@@ -144,7 +144,9 @@ class Detector:
         ``bf16`` or ``fp32``.
     bertscore_baseline: optional bert_score-format baseline file for rescaling.
     nli: NLI model (``halluscope-nli``, the packaged default; ``aegis``; or a hub id / local path);
-        nli_sentence_first: feed (sentence, sample) pairs.
+        nli_sentence_first: feed (sentence, sample) pairs, the reference package's order: only for a model trained
+        so (potsawee/deberta-v3-large-mnli); halluscope-nli reads (evidence, sentence), and the other order costs
+        it most of its separation.
     nli_evidence: the premise SelfCheck-NLI checks a sentence against: the k sample sentences closest to it
         (an integer, default 3, chosen on WikiBio passages 0-118) or ``"sample"`` (the whole sample).
     nli_precision: ``auto`` (the model's default: fp32 for halluscope-nli), ``fp32``, ``int8`` or ``bf16``.
