@@ -266,3 +266,21 @@ def test_a_tuned_config_checked_on_held_out_graded_answers_from_a_csv(detector_m
                                 "aegis", "-o", str(tmp_path / "x.csv")])
     assert other.exit_code == 2 and "name a .jsonl file" in other.output
     assert "was tuned with the NLI model halluscope-nli@" in " ".join(other.output.split())
+
+
+def test_response_items_from_plain_dicts_as_from_records():
+    """`response_items` takes the dicts a notebook has (the input schema), validated as a file's lines are: a grade
+    read as a CSV writes it, a malformed record an error naming its field, a missing grade refused for tuning."""
+    from halluscope.engine.components import response_items
+
+    rows = [{"id": "a", "question": "Capital of Australia?", "response": "Canberra.", "samples": ["Canberra."],
+             "correct": "1"},
+            {"id": "b", "prompt": "Capital of Peru?", "response": "Lima.", "samples": "Lima."},
+            {"id": "c", "prompt": "Capital of Chile?", "response": "Santiago.", "samples": ["Santiago."]}]
+    items, errors = response_items(rows)
+    assert [(it.id, it.question, it.correct) for it in items] == [("a", "Capital of Australia?", True),
+                                                                 ("c", "Capital of Chile?", None)]
+    assert [(e.record, e.field) for e in errors] == [("b", "samples")]
+    items, errors = response_items(rows, need_label=True)
+    assert [it.id for it in items] == ["a"] and [(e.record, e.field) for e in errors] == [("b", "samples"),
+                                                                                         ("c", "correct")]

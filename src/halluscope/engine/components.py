@@ -64,11 +64,14 @@ class ResponseItem:
 
 
 def response_items(records, need_label: bool = False):
-    """Answers from records of the one input schema (prompt/question, response, samples, correct): the items, and a
-    :class:`~halluscope.types.RecordError` for each record that lacks the grade tuning needs."""
+    """Answers from records of the one input schema (prompt/question, response, samples, correct), as
+    :class:`~halluscope.types.Record` objects or plain dicts: the items, and a
+    :class:`~halluscope.types.RecordError` for each record that is malformed or lacks the grade tuning needs."""
+    from ..io import records_from_objects
     from ..types import RecordError
 
-    items, errors = [], []
+    records, errors = records_from_objects(records)
+    items = []
     for r in records:
         if need_label and r.correct is None:
             errors.append(RecordError(r.id, "correct", "missing: tuning needs each answer graded true or false"))
