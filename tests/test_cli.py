@@ -38,6 +38,23 @@ def test_reproduce_wikibio_json_keys(data_dir):
     assert 0 < d["ngram1_max"]["prr"] <= 100 and d["random"]["prr"] == 0  # passages ranked better than chance
 
 
+def test_the_papers_combination_row_only_beside_its_own_components(data_dir, tmp_path):
+    """The paper's Combination (BERTScore, QA, unigram max; 87.33 NonFact) is printed under `combination` only when
+    that is what was combined: not under a combination of other methods, in the terminal or in the HTML report."""
+    from halluscope.evaluation.paper import paper_rows
+
+    out = tmp_path / "r.jsonl"
+    r = runner.invoke(app, ["reproduce", "wikibio", "-m", "ngram1_max,ngram2_avg,combination", "--passages", "0-5",
+                            "--data", str(data_dir), "-o", str(out)], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert "85.63" in r.output and "87.33" not in r.output  # unigram (max)'s paper row stays
+    html = tmp_path / "r.html"
+    assert runner.invoke(app, ["report", str(out), "-o", str(html), "--data", str(data_dir)]).exit_code == 0
+    assert "85.63" in html.read_text() and "87.33" not in html.read_text()
+    assert paper_rows(["combination"], ["ngram1_max", "bertscore", "qa_bayes_alpha"])["combination"]["nonfact"] == 87.33
+    assert paper_rows(["combination"], ["ngram1_max", "bertscore", "nli"])["combination"] is None
+
+
 def test_reproduce_layers_json(data_dir):
     r = runner.invoke(app, ["reproduce", "layers", "--passages", "0-3", "--precision", "fp32", "--json",
                             "--data", str(data_dir)])

@@ -515,6 +515,8 @@ class Detector:
             "scorer_seconds": {k: round(v, 3) for k, v in self.timings.items()},
             "resumed": resumed,
         }
+        if "combination" in self.methods:
+            settings["combine"] = list(self.combine)
         if self.claims is not None:
             settings["claims"] = {"splitter": self.claims, "methods": list(self.claim_methods),
                                   "response": "mean of the claim scores"}

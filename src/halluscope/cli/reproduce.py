@@ -61,7 +61,7 @@ def reproduce_wikibio(
     concurrency: int = typer.Option(4, "--concurrency"),
 ):
     """Score the 238 WikiBio GPT-3 passages and print our figures beside the paper's Tables 3 and 6."""
-    from ..evaluation.paper import paper_row
+    from ..evaluation.paper import paper_rows
     from ..evaluation.wikibio import reproduce
 
     det = _detector(methods or "ngram1_max,bertscore,nli,combination", encoder, layer, nli, combine=combine,
@@ -79,7 +79,7 @@ def reproduce_wikibio(
     if as_json:
         print(json.dumps(json_safe({m: v for m, v in figures.items()}), indent=1))
         return
-    paper = {m: paper_row(m) for m in figures}
+    paper = paper_rows(figures, det.combine)
     sentences = figures.get("random", {}).get("sentences", "?")
     console.print(_table(figures, paper, title=f"WikiBio GPT-3, {n} ({sentences} sentences): ours (paper below: all "
                          "238 passages, 1908 sentences)"))
@@ -214,7 +214,7 @@ def reproduce_claims_cmd(
     """Claims and LUQ on WikiBio GPT-3: sentence AUC-PR with each sentence scored by the max or the mean of its
     claims, passage Pearson/Spearman of the mean over the claims and of response-level methods (issue 17)."""
     from ..evaluation.claims import reproduce_claims
-    from ..evaluation.paper import paper_row
+    from ..evaluation.paper import paper_rows
 
     det = _detector(methods, None, None, None, nli_evidence=nli_evidence, claims=claims)
     if claims == "llm" or "prompt" in det.methods:
@@ -223,7 +223,7 @@ def reproduce_claims_cmd(
     if as_json:
         print(json.dumps(json_safe(figures), indent=1))
         return
-    paper = {m: paper_row(m) for m in figures}
+    paper = paper_rows(figures, det.combine)
     n_claims = sum(len(it.claims or []) for it in res.items)
     console.print(_table(figures, paper, title=f"WikiBio GPT-3, {len(res)} passages, {n_claims} claims: ours "
                          "(SelfCheckGPT's Table 3 below where the method is in the paper)"))

@@ -64,6 +64,15 @@ ALIASES = {f"greybox_{k}": f"gpt3_{v}" for k, v in _GREY.items()} | {
 }
 
 
+def paper_rows(methods, combine=None) -> dict[str, dict[str, float] | None]:
+    """:func:`paper_row` of each method, where the row is the same method: the paper's Combination (§5.4: the
+    normalized scores of BERTScore, QA and unigram (max)) only beside a ``combination`` of those three components
+    (``combine``: the run's, ``settings['combine']``; unknown: no paper row)."""
+    c = set(combine or ())
+    papers = len(c) == 3 and {"bertscore", "ngram1_max"} <= c and any(m.startswith("qa_") for m in c)
+    return {m: None if m == "combination" and not papers else paper_row(m) for m in methods}
+
+
 def paper_row(method: str) -> dict[str, float] | None:
     """The paper's figures for one of our method names, or None when the paper has no such row."""
     method = ALIASES.get(method, method)

@@ -274,13 +274,14 @@ def build_report(results: Results, out: str | Path, title: str = "halluscope rep
 def _label_sections(results: Results, methods: list[str], figs: list) -> list[str]:
     """The reproduction table, PR curves and passage scatter, and the reliability diagram of the default
     probability, where every record has labels."""
-    from ..evaluation.paper import paper_row
+    from ..evaluation.paper import paper_rows
     from ..evaluation.wikibio import evaluate_results
 
     if not (results.items and methods and all(it.labels is not None for it in results.items)):
         return []
     figures = evaluate_results(results, methods)
-    rows = [(m, figures[m], paper_row(m)) for m in methods] + [("random", figures["random"], None)]
+    paper = paper_rows(methods, results.settings.get("combine"))
+    rows = [(m, figures[m], paper[m]) for m in methods] + [("random", figures["random"], None)]
     out = ["<h2 id='reproduction'>Reproduction against human labels</h2><p>Sentence AUC-PR (%) and "
            f"passage correlation (%) over {len(results.items)} passages; the paper's figures (SelfCheckGPT "
            "Table 3 and later tables) under each row where the method is in the paper.</p>" + _table_html(rows)]
