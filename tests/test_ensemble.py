@@ -276,7 +276,8 @@ def test_response_items_from_plain_dicts_as_from_records():
     rows = [{"id": "a", "question": "Capital of Australia?", "response": "Canberra.", "samples": ["Canberra."],
              "correct": "1"},
             {"id": "b", "prompt": "Capital of Peru?", "response": "Lima.", "samples": "Lima."},
-            {"id": "c", "prompt": "Capital of Chile?", "response": "Santiago.", "samples": ["Santiago."]}]
+            {"id": "c", "prompt": "Capital of Chile?", "response": "Santiago.", "samples": ["Santiago."],
+             "label": 1}]
     items, errors = response_items(rows)
     assert [(it.id, it.question, it.correct) for it in items] == [("a", "Capital of Australia?", True),
                                                                  ("c", "Capital of Chile?", None)]
@@ -284,3 +285,4 @@ def test_response_items_from_plain_dicts_as_from_records():
     items, errors = response_items(rows, need_label=True)
     assert [it.id for it in items] == ["a"] and [(e.record, e.field) for e in errors] == [("b", "samples"),
                                                                                          ("c", "correct")]
+    assert "the record has 'label': name the grade 'correct'" in errors[1].message  # a label is not guessed at

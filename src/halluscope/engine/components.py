@@ -63,6 +63,9 @@ class ResponseItem:
     meta: dict = field(default_factory=dict)
 
 
+GRADE_LIKE = ("label", "is_correct", "correctness", "grade", "hallucinated", "is_hallucinated", "hallucination")
+
+
 def response_items(records, need_label: bool = False):
     """Answers from records of the one input schema (prompt/question, response, samples, correct), as
     :class:`~halluscope.types.Record` objects or plain dicts: the items, and a
@@ -74,7 +77,10 @@ def response_items(records, need_label: bool = False):
     items = []
     for r in records:
         if need_label and r.correct is None:
-            errors.append(RecordError(r.id, "correct", "missing: tuning needs each answer graded true or false"))
+            other = next((k for k in GRADE_LIKE if k in r.meta), None)  # named otherwise: said, never guessed
+            hint = (f" (the record has {other!r}: name the grade 'correct', true where the answer is right; "
+                    f"{other!r} is not read as one, as which way it points is not known)" if other else "")
+            errors.append(RecordError(r.id, "correct", "missing: tuning needs each answer graded true or false" + hint))
             continue
         items.append(ResponseItem(r.id, r.prompt or "", r.response, list(r.samples), r.correct))
     return items, errors
