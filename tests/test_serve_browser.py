@@ -54,7 +54,15 @@ def test_dashboard_renders_plots(filled, tmp_path):
         assert "7 answers in the last 7 days" in page.inner_text("#summary")  # a window by default, not all time
         assert page.locator("#flagged tr").count() >= 1
         assert page.inner_text("#flagged tr td").endswith(" UTC")  # times say their zone (they were bare)
-        assert " UTC" in page.text_content("#rate svg")
+        assert page.locator("#rate svg text.xtick").count() >= 1 and "UTC" in page.text_content("#rate svg")
+        # the time axis of a longer range: round UTC times between the ends, the date where it is needed
+        labels = page.evaluate("""() => { const d = document.createElement('div'); document.body.append(d);
+            d.innerHTML = HS.lineChart({a: [{t: '2026-11-28T10:00:00Z', rate: 0.2, n: 3},
+                                            {t: '2026-11-28T16:20:00Z', rate: 0.4, n: 2}]}, 560, 220, 36e5);
+            return [...d.querySelectorAll('text.xtick')].map(e => e.textContent); }""")
+        assert labels == ["11-28 12:00", "15:00"]
+        week = page.evaluate("HS.timeTicks(Date.parse('2026-11-20T09:10:00Z'), Date.parse('2026-11-27T08:00:00Z'))")
+        assert week["step"] == 2 * 864e5 and 2 <= len(week["ticks"]) <= 4
         page.screenshot(path=str((_shots() or tmp_path) / "serve-dashboard.png"), full_page=True)
 
     assert _browse(s.admin_key, s.url + "/", act) == []

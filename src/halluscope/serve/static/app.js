@@ -40,8 +40,13 @@ const HS = {
     const palette = ["#1c7ed6", "#e8590c", "#2f9e44", "#ae3ec9", "#f08c00", "#0c8599"];
     let s = `<line x1="${L}" y1="${Y(0)}" x2="${w - R}" y2="${Y(0)}" stroke="#98a2b3"/><line x1="${L}" y1="${T}" x2="${L}" y2="${Y(0)}" stroke="#98a2b3"/>`;
     for (const v of [0, 0.5, 1]) s += `<text x="${L - 6}" y="${Y(v) + 4}" text-anchor="end">${v * 100}%</text>`;
-    s += `<text x="${L}" y="${h - 8}">${new Date(t0).toISOString().slice(0, 16).replace("T", " ")} UTC</text>`;
-    s += `<text x="${w - R}" y="${h - 8}" text-anchor="end">${new Date(t1).toISOString().slice(0, 16).replace("T", " ")} UTC</text>`;
+    const {step: tstep, ticks} = HS.timeTicks(t0, t1);
+    ticks.forEach((t, k) => {  // round UTC times; the date where a day starts (and on the first tick)
+      const x = X(t).toFixed(1);
+      s += `<line class="xtick" x1="${x}" y1="${Y(0)}" x2="${x}" y2="${Y(0) + 4}" stroke="#98a2b3"/>`;
+      s += `<text class="xtick" x="${x}" y="${h - 12}" text-anchor="middle">${HS.tickLabel(t, tstep, k === 0 || t % 864e5 === 0)}</text>`;
+    });
+    s += `<text x="${w - R + 10}" y="${h - 12}">UTC</text>`;
     Object.entries(series).forEach(([name, ps], i) => {
       const c = palette[i % palette.length];
       const d = ps.map((p, k) => `${k && !(step && Date.parse(p.t) - Date.parse(ps[k - 1].t) > 1.5 * step) ? "L" : "M"}${X(Date.parse(p.t)).toFixed(1)},${Y(p.rate).toFixed(1)}`).join(" ");
@@ -50,6 +55,18 @@ const HS = {
       s += `<rect x="${w - R + 10}" y="${T + 16 * i}" width="10" height="10" fill="${c}"/><text x="${w - R + 24}" y="${T + 9 + 16 * i}">${HS.esc(name)}</text>`;
     });
     return HS.svg(w, h, s);
+  },
+  timeTicks(t0, t1, most = 5) {
+    // round UTC times for the time axis: the smallest of these steps that gives at most `most` ticks over [t0, t1]
+    const m = 60e3, d = 864e5, steps = [m, 5 * m, 15 * m, 30 * m, 60 * m, 180 * m, 360 * m, 720 * m, d, 2 * d, 7 * d, 14 * d, 28 * d];
+    const step = steps.find((st) => (t1 - t0) / st < most) || steps[steps.length - 1];
+    const ticks = [];
+    for (let t = Math.ceil(t0 / step) * step; t <= t1; t += step) ticks.push(t);
+    return {step, ticks: ticks.length ? ticks : [t0]};
+  },
+  tickLabel(t, step, withDate) {  // "HH:MM" within a day, "MM-DD HH:MM" where the date changes, "MM-DD" for day steps
+    const iso = new Date(t).toISOString();
+    return step >= 864e5 ? iso.slice(5, 10) : (withDate ? iso.slice(5, 10) + " " : "") + iso.slice(11, 16);
   },
   histogram(hist, w = 560, h = 220) {
     const n = hist.counts.length, max = Math.max(1, ...hist.counts), L = 40, B = 30, T = 10;
