@@ -143,6 +143,8 @@ def test_judge_panel_mean_and_majority_match_a_direct_computation(sampler, answe
     assert combine_confidences([0.2, float("nan"), 0.9], "mean") == pytest.approx(0.55)
     assert combine_confidences([0.2, 0.9, 0.5], "majority") == 0.5  # one each way, one abstains: a tie
     assert combine_confidences([0.2, 0.9, 0.75], "majority") == 1.0
+    for how, want in (("min", 0.2), ("max", 0.9), ("median", 0.75)):  # uqlm's other aggregations; NaN left out
+        assert combine_confidences([0.2, float("nan"), 0.9, 0.75], how) == pytest.approx(want)
     judges = [{"kind": "verdict", "retries": 0}, "likert", {"kind": "continuous", "scale": 1, "name": "unit"}]
     direct = [LLMJudge(sampler, retries=0), likert_judge(sampler), continuous_judge(sampler, scale=1)]
     pairs = [(it.question, it.response) for it in answers[:3]]

@@ -4,11 +4,12 @@ Each judge gives a confidence c_j in [0, 1] that the answer is correct, or none 
 over the J' judges that gave one:
 
     mean:      confidence = (1/J') sum_j c_j
+    min, max, median: of the c_j (uqlm's other aggregations; min is the strictest judge)
     majority:  a judge votes 'correct' when c_j > 0.5 and 'incorrect' when c_j < 0.5 (0.5 abstains);
                confidence = 1 if more vote correct than incorrect, 0 if fewer, 0.5 on a tie
     score = 1 - confidence;  NaN when no judge gave a verdict (never 0)
 
-uqlm offers avg / min / max / median over its judges; we offer the mean and the majority vote. A judge is a kind
+uqlm offers avg / min / max / median over its judges; we offer those and the majority vote. A judge is a kind
 with its template and parser (``verdict``: Correct / Incorrect / I am not sure, Chen & Mueller 2023 as in
 :mod:`halluscope.scorers.judging`; ``likert``; ``continuous``; ``verbalized``) on a backend: different backends or
 models, or the same model with different templates. The default panel is the run's LLM with the ``verdict``,
@@ -28,6 +29,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .judging import JudgeMethod, LLMJudge, Verdict, method_options, question_answer
 from .continuous_judge import continuous_judge
 from .likert_judge import likert_judge
@@ -36,18 +39,18 @@ from .verbalized import verbalized_judge
 KINDS = {"verdict": lambda sampler, **kw: LLMJudge(sampler, **kw), "likert": likert_judge,
          "continuous": continuous_judge, "verbalized": verbalized_judge}
 DEFAULT_PANEL = ("verdict", "likert", "continuous")
-COMBINE = ("mean", "majority")
+COMBINE = ("mean", "min", "max", "median", "majority")
 
 
 def combine_confidences(values: list[float], how: str = "mean") -> float:
-    """The panel's confidence from its judges' (NaN = missing), by ``mean`` or ``majority`` (see the module)."""
+    """The panel's confidence from its judges' (NaN = missing), by one of :data:`COMBINE` (see the module)."""
     if how not in COMBINE:
         raise ValueError(f"judge_panel: combine must be one of {COMBINE}, got {how!r}")
     v = [x for x in values if not math.isnan(x)]
     if not v:
         return float("nan")
-    if how == "mean":
-        return sum(v) / len(v)
+    if how in ("mean", "min", "max", "median"):
+        return float({"mean": np.mean, "min": np.min, "max": np.max, "median": np.median}[how](v))
     yes, no = sum(x > 0.5 for x in v), sum(x < 0.5 for x in v)
     return 1.0 if yes > no else 0.0 if no > yes else 0.5
 
@@ -106,7 +109,7 @@ def _register() -> None:
 
     register(MethodSpec("judge_panel", level="response", needs=("llm",), bounded=True, aggregate=None,
                         source="uqlm LLMPanel (Bouchard & Chauhan 2025); verdict judge: Chen & Mueller 2023",
-                        formula="1 - the mean (or majority vote) of several LLM judges' confidences (verdict, "
+                        formula="1 - the mean (or min, max, median, majority vote) of several LLM judges' confidences (verdict, "
                                 "Likert, continuous by default; any backends); NaN when no judge gave a verdict",
                         options=("judges", "combine")),
              build=_build)
