@@ -252,6 +252,10 @@ def _judges(self_judge, gen_sampler, ext_model, ext_base_url, ext_backend, api_k
     return judges
 
 
+ReportOpt = typer.Option(None, "--report", help="Write the figures and each answer's values as JSON for `halluscope "
+                         "report --ensemble` (ROC, accuracy-at-tau, risk-coverage, reliability).")
+
+
 ComponentsOpt = typer.Option(",".join(("exact_match", "non_contradiction", "semantic_negentropy", "bertscore",
                                        "cosine")), "--components", help="Components, comma-separated: exact_match, "
                              "non_contradiction, semantic_negentropy, bertscore, cosine, selfcheck_nli, num_sets, eigv, "

@@ -13,11 +13,8 @@ from rich.text import Text
 from ..io import json_safe
 from ..types import Results
 from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, CacheOpt, ChatOpt, ComponentsOpt, DataOpt, ExtJudgeOpt,
-                     ExtJudgeUrlOpt, ModelOpt, NliOpt, _bar, _exit_for_skipped, _judges, _read_records_or_exit,
-                     _sampler, console, ensemble_app, err, fails, say)
-
-ReportOpt = typer.Option(None, "--report", help="Write the figures and each answer's values as JSON for `halluscope "
-                         "report --ensemble` (ROC, accuracy-at-tau, risk-coverage, reliability).")
+                     ExtJudgeUrlOpt, ModelOpt, NliOpt, ReportOpt, _bar, _exit_for_skipped, _judges,
+                     _read_records_or_exit, _sampler, console, ensemble_app, err, fails, say)
 
 
 @ensemble_app.command("sac3")
@@ -362,18 +359,8 @@ def ensemble_score(
     rows = scorer.score(items)
     C = np.array([[r.get(c, np.nan) for c in cfg.components] for r in rows], float)
     conf = cfg.confidence(C)
-    t = Table(title=f"confidence ({'config ' + str(config) if config else 'preset ' + preset}; flagged below "
-              f"{cfg.threshold:.3f})")
-    for c in ("id", "response", "confidence", "flag"):
-        t.add_column(c)
-    lines = []
-    for it, r, c in zip(items, rows, conf):
-        flag = bool(c < cfg.threshold)
-        t.add_row(Text(it.id), Text(it.response[:60]), f"{c:.3f}",  # Text: a user's text is never markup
-                  "[red]likely incorrect[/]" if flag else "[green]ok[/]")
-        lines.append(json.dumps({"id": it.id, "confidence": float(c), "hallucination_score": float(1 - c),
-                                 "flagged": flag, "components": r,
-                                 **({"correct": it.correct} if it.correct is not None else {})}))
+    t, lines = _confidence_table(items, rows, conf, cfg.threshold,
+                                 f"config {config}" if config else f"preset {preset}")
     console.print(t)
     if graded := graded_summary(items, conf, cfg.threshold):  # held-out figures, where answers carry a grade
         console.print(graded, highlight=False)
@@ -382,6 +369,22 @@ def ensemble_score(
     if report:
         _write_report(report, held_out_report(items, C, cfg.components, conf, cfg.threshold, f"{path.name} (held out)"))
     _exit_for_skipped(Results(items=items, errors=skipped_records), output)
+
+
+def _confidence_table(items, rows, conf, threshold: float, source: str) -> tuple[Table, list[str]]:
+    """The terminal table of `ensemble score` and its JSON lines (one per answer)."""
+    t = Table(title=f"confidence ({source}; flagged below {threshold:.3f})")
+    for c in ("id", "response", "confidence", "flag"):
+        t.add_column(c)
+    lines = []
+    for it, r, c in zip(items, rows, conf):
+        flag = bool(c < threshold)
+        t.add_row(Text(it.id), Text(it.response[:60]), f"{c:.3f}",  # Text: a user's text is never markup
+                  "[red]likely incorrect[/]" if flag else "[green]ok[/]")
+        lines.append(json.dumps({"id": it.id, "confidence": float(c), "hallucination_score": float(1 - c),
+                                 "flagged": flag, "components": r,
+                                 **({"correct": it.correct} if it.correct is not None else {})}))
+    return t, lines
 
 
 def _write_report(path: Optional[Path], res: dict) -> None:
