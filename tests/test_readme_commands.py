@@ -53,7 +53,7 @@ NOT_RUN = {
     "--job JOB_ID": "needs the id the line before printed; tests/test_serve.py follows a job sent with --no-wait",
     "HALLUSCOPE_API_KEY=$KEY halluscope jobs cancel": "needs a job id; tests/test_serve.py cancels a job with it",
     "--address auto": "joins a running Ray cluster (`ray start --head`); the same scoring on a local Ray runs above",
-    "--address ray://": "a remote cluster's address that does not exist here; tests/test_scale_ray.py covers Ray",
+    "ray job submit": "needs a Ray cluster's job server (its dashboard); the same scoring on a local Ray runs above",
     "--device cuda": "needs a CUDA GPU; tests/test_nli_model.py trains from a gzipped and an xz --mixture on the CPU, "
                      "with --part-mb, and benchmarks/gpu_nli ran the same training function on an H200",
 }

@@ -299,8 +299,57 @@ def test_resume_skips_finished_shards_and_redoes_an_unfinished_one(cluster, slic
     assert raw_rows(out, "passage")["id"].tolist() == [r.id for r in slice4]
     assert_same(one_process(slice4, ["ngram1_max"]), out)
 
-    with pytest.raises(ValueError, match="other methods"):
+    with pytest.raises(ValueError, match="methods: ngram1_max there, ngram1_avg now"):
         score_with_ray(src / "*.jsonl", out, methods=["ngram1_avg"], num_actors=1)
+    with pytest.raises(ValueError, match="precision: the default there, 'fp32' now"):  # the option that differs, named
+        score_with_ray(src / "*.jsonl", out, methods=["ngram1_max"], num_actors=1, precision="fp32")
+
+
+def test_resume_rescores_a_shard_that_lost_a_file_or_grew_and_reports_ids_in_two_shards(cluster, slice4, tmp_path):
+    """A production day's folder: a finished shard whose part file was deleted, or whose input file grew, is scored
+    again; an id in two files is scored in each, listed in errors/duplicates.jsonl and warned of by read_output;
+    a finished shard whose file left the input is said; a bad record's error line names its file; a folder's
+    other files are said."""
+    src, out = tmp_path / "in", tmp_path / "out"
+    a, b = _write_shards(slice4, src, [2, 2])
+    (src / "notes.txt").write_text("not input")
+    first = score_with_ray(src, out, methods=["ngram1_max"], num_actors=1)
+    assert (first.shards, first.duplicate_ids, first.ignored_files) == (2, 0, [str(src / "notes.txt")])
+    part = next(f for f in part_files(out, "sentence") if "shard1" in f.name)
+    part.unlink()
+    again = score_with_ray(src, out, methods=["ngram1_max"], num_actors=1)
+    assert (again.shards, again.shards_skipped, again.records) == (1, 1, 2) and part.exists()
+    with a.open("a") as f:  # a late delivery appended to a finished file, with an id shard1 holds too
+        f.write(json.dumps({**record_dict(slice4[0]), "id": slice4[2].id}) + "\n" + json.dumps({"id": "bad"}) + "\n")
+    grown = score_with_ray(src, out, methods=["ngram1_max"], num_actors=1)
+    assert (grown.shards, grown.records, grown.errors, grown.duplicate_ids) == (1, 3, 1, 1)
+    line = json.loads((out / "errors" / "duplicates.jsonl").read_text())
+    assert line["record"] == slice4[2].id and "in 2 shards" in line["message"]
+    errors = read_output(out, "errors")
+    assert errors.loc[errors["record"] == "bad", "source"].tolist() == [str(a.resolve())]
+    with pytest.warns(UserWarning, match="1 ids are in more than one shard"):
+        assert len(read_output(out, "passage")) == 4
+    b.unlink()
+    gone = score_with_ray(src, out, methods=["ngram1_max"], num_actors=1)
+    assert gone.stale_shards == [str(b.resolve())] and gone.errors_before == 1 and gone.records == 0
+
+
+def test_an_address_nothing_answers_on_fails_in_seconds(slice4, tmp_path):
+    """Ray itself retries an unreachable GCS for minutes; the command says so at once (a process of its own: this
+    module's Ray is already up in this one)."""
+    src = tmp_path / "a.jsonl"
+    src.write_text("".join(json.dumps(record_dict(r)) + "\n" for r in slice4))
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "halluscope", "score", str(src), "--engine", "ray", "--address",
+                        "127.0.0.1:1", "-m", "ngram1_max", "-o", str(tmp_path / "out")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "no Ray cluster answers at 127.0.0.1:1" in r.stderr, r.stderr[-2000:]
+    assert time.monotonic() - t0 < 60
+    with pytest.raises(ValueError, match="ray job submit"):  # Ray Client: Ray Data's results do not come back
+        score_with_ray(str(src), tmp_path / "client", methods=["ngram1_max"], address="ray://127.0.0.1:10001")
+    with pytest.raises(FileNotFoundError):
+        score_with_ray(str(tmp_path / "nowhere"), tmp_path / "none", methods=["ngram1_max"])
+    assert not (tmp_path / "client").exists() and not (tmp_path / "none").exists()  # nothing left behind
 
 
 def test_a_ray_dataset_source_is_scored_and_resumes_by_id(cluster, slice4, tmp_path):
@@ -452,7 +501,7 @@ def test_a_record_a_method_raises_on_is_an_error_and_its_shard_is_scored_again(c
     assert (run.records, run.errors, run.shards, run.shards_failed) == (2, 1, 1, [])
     errs = [json.loads(x) for f in sorted((out / "errors").glob("*.jsonl")) for x in f.read_text().splitlines()]
     assert errs == [{"record": recs[1]["id"], "field": "<scoring>",
-                     "message": "RuntimeError: cannot read an unreadable answer"}]
+                     "message": "RuntimeError: cannot read an unreadable answer", "source": str(src.resolve())}]
     manifest = json.loads((out / "manifest.json").read_text())
     assert [s["scoring_errors"] for s in manifest["shards"].values()] == [1]
     again = score_with_ray(str(src), out, methods=["picky", "ngram1_max"], num_actors=1, batch_tokens=1,

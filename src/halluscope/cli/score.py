@@ -75,8 +75,9 @@ def score(
                                          "--base-url, default the packaged model)."),
     engine: str = typer.Option("local", "--engine", help="'local' (this process) or 'ray': a Ray cluster scores "
                                "PATH (a file, folder or glob of shards) into Parquet parts under -o OUT/."),
-    address: Optional[str] = typer.Option(None, "--address", help="With --engine ray: 'auto' or ray://HOST:PORT "
-                                          "(default: the running Ray, else a local one)."),
+    address: Optional[str] = typer.Option(None, "--address", help="With --engine ray: 'auto' or HOST:PORT, on a "
+                                          "node of the cluster (default: a Ray running on this machine, else a new "
+                                          "local one)."),
     actors: Optional[int] = typer.Option(None, "--actors", help="With --engine ray: scoring actors (default: one "
                                          "per GPU, else one per CPU)."),
     gpus: Optional[float] = typer.Option(None, "--gpus-per-actor", help="With --engine ray: GPUs each actor holds "
@@ -321,6 +322,8 @@ def _score_on_ray(engine, path, output, resume, address, pool, as_json, options)
     actor; ``options``: the Detector's, as the local path sets them), then a one-line summary."""
     from dataclasses import asdict
 
+    from rich.text import Text
+
     from ..scale import score_with_ray
 
     if engine != "ray":
@@ -332,16 +335,22 @@ def _score_on_ray(engine, path, output, resume, address, pool, as_json, options)
                              resume=resume, **options)
     except ImportError as e:  # Ray missing: one line, exit 2, like every library error (printed as written)
         raise ValueError(str(e)) from None
+    except KeyboardInterrupt:
+        say(f"interrupted: the shards finished so far are recorded in {output}/manifest.json; run the same command "
+            "with --resume to go on")
+        raise typer.Exit(130)
     if as_json:
         print(json.dumps(json_safe(asdict(run)), indent=1))
-    err.print(f"{run.records} records ({run.sentences} sentences, {run.errors} skipped) from {run.shards} shards "
-              f"({run.shards_skipped} finished before) on {run.actors} actors in {run.seconds:.1f} s; "
-              f"parts under {output}/")
+    line, warnings = run.report()
+    err.print(Text(line), highlight=False, soft_wrap=True)  # Text: a path is never markup
+    for w in warnings:
+        say(w, "warning:", "yellow")
     if run.shards_failed:
         raise ValueError(f"{len(run.shards_failed)} shards could not be read (see {output}/errors/): run again to "
                          "retry them")
-    if run.errors:  # the exit code of the local path: 3 some records skipped, 1 none scored
-        err.print(f"[yellow]{run.errors} records skipped[/] (listed in {output}/errors/)")
+    if run.errors or run.errors_before or run.duplicate_ids:  # the local path's codes: 3 some skipped, 1 none scored
+        if run.errors:
+            say(f"{run.errors} records skipped (listed in {output}/errors/)", "warning:", "yellow")
         raise typer.Exit(3 if run.records or run.shards_skipped else 1)
 
 

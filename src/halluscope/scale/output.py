@@ -3,7 +3,8 @@
     OUT/manifest.json                   finished shards (written atomically after each one), methods, options
     OUT/sentences/part-KEY-bNNNNN.parquet   one row per sentence (the columns of ``Results.to_df("sentence")``)
     OUT/responses/part-KEY-bNNNNN.parquet   one row per response (the columns of ``Results.to_df("passage")``)
-    OUT/errors/part-KEY-bNNNNN.jsonl        records that could not be scored (record, field, message)
+    OUT/errors/part-KEY-bNNNNN.jsonl        records that could not be scored (record, field, message, source)
+    OUT/errors/duplicates.jsonl             ids found in more than one shard (each scored, in each shard)
 
 Every file is named from its shard and batch and written by atomic rename, so a batch that Ray runs twice (a worker
 killed, its batch retried) replaces its file rather than adding a second one, and a reader never sees half a file.
@@ -26,16 +27,47 @@ def part_name(shard: str, batch: int) -> str:
     return f"part-{shard}-b{batch:05d}"
 
 
-def write_batch(out: Path, row: dict) -> None:
-    """The files of one scored batch (a row returned by the scoring actors)."""
+def write_batch(out: Path, row: dict, source: str | None = None) -> None:
+    """The files of one scored batch (a row returned by the scoring actors); ``source``: the shard's input file,
+    written on each error line (its ``record`` is a line or row number of that file, or an id)."""
     name = part_name(row["shard"], int(row["batch"]))
     for level, folder in LEVELS.items():
         data = row[level]
         if data:
             write_atomic(out / folder / f"{name}.parquet", data)
-    errors = json.loads(row["errors"])
+    errors = [{**e, "source": source} if source else e for e in json.loads(row["errors"])]
     if errors:
         write_atomic(out / "errors" / f"{name}.jsonl", "".join(json.dumps(e) + "\n" for e in errors).encode())
+
+
+def parts_missing(out: Path, shard: str, batches: int) -> bool:
+    """Whether a finished shard lost files since: each of its batches wrote its responses (or, where none of its
+    records could be scored, its errors), and a batch's sentences come with its responses."""
+    for b in range(batches):
+        name = part_name(shard, b)
+        has_responses = (out / LEVELS["passage"] / f"{name}.parquet").is_file()
+        if has_responses != (out / LEVELS["sentence"] / f"{name}.parquet").is_file():
+            return True
+        if not has_responses and not (out / "errors" / f"{name}.jsonl").is_file():
+            return True
+    return False
+
+
+def shard_of(part: Path) -> str:
+    """The shard key of a part file's name (``part-KEY-bNNNNN``; a key holds exactly one '-')."""
+    return part.stem.split("-")[1] + "-" + part.stem.split("-")[2]
+
+
+def duplicate_ids(out: Path) -> dict[str, list[str]]:
+    """The ids that more than one shard's responses hold, with those shards: ids must be unique across an input,
+    and each shard checks its own (a record whose id an earlier record of the same shard has is an error)."""
+    import pyarrow.parquet as pq
+
+    shards_of: dict[str, set[str]] = {}
+    for f in part_files(out, "passage"):
+        for rid in pq.read_table(f, columns=["id"]).column("id").to_pylist():
+            shards_of.setdefault(str(rid), set()).add(shard_of(f))
+    return {rid: sorted(s) for rid, s in shards_of.items() if len(s) > 1}
 
 
 def remove_parts(out: Path, shard: str) -> int:
@@ -69,29 +101,56 @@ def save_manifest(out: Path, manifest: dict[str, Any]) -> None:
 
 
 def check_same_run(manifest: dict[str, Any], run: dict[str, Any]) -> None:
-    """A resumed run must score with the same methods and options as the run whose shards it keeps."""
-    for k in ("methods", "options"):
-        if manifest.get(k) is not None and manifest[k] != run[k]:
-            raise ValueError(f"the output folder holds a run with other {k} ({manifest[k]} there, {run[k]} now): "
-                             "use another folder, or resume=False (--no-resume) to start it again")
+    """A resumed run must score with the same methods and options as the run whose shards it keeps; the error
+    names what differs."""
+    was, now = manifest.get("options"), run["options"]
+    diff = [] if manifest.get("methods") in (None, run["methods"]) else [
+        f"methods: {','.join(manifest['methods'])} there, {','.join(run['methods'])} now"]
+
+    def show(v: Any) -> str:
+        return "the default" if v is None else repr(v)
+
+    if was is not None:
+        diff += [f"{k}: {show(was.get(k))} there, {show(now.get(k))} now" for k in sorted(set(was) | set(now))
+                 if was.get(k) != now.get(k)]
+    if diff:
+        raise ValueError(f"the output folder holds a run with other settings ({'; '.join(diff)}): resume with "
+                         "those, use another folder, or start this one again (resume=False; on the command line, "
+                         "without --resume)")
 
 
 def part_files(out: str | Path, level: str = "sentence") -> list[Path]:
     if level not in LEVELS:
-        raise ValueError(f"level must be 'sentence' or 'passage', got {level!r}")
+        raise ValueError(f"level must be 'sentence', 'passage' or 'errors', got {level!r}")
     return sorted((Path(out) / LEVELS[level]).glob("part-*.parquet"))
 
 
 def read_output(out: str | Path, level: str = "sentence"):
     """All part files of one level as one pandas DataFrame (shard order, then batch order), one row per sentence
-    (``id``, ``sentence_index``) or per response (``id``): a row written twice is kept once, the last."""
+    (``id``, ``sentence_index``) or per response (``id``), or (``"errors"``) one row per record that could not be
+    scored (``record``, ``field``, ``message``, ``source``) and per id found in several shards. A row written
+    twice is kept once, the last, with a warning where the two came from different shards (the same id in two
+    input files, or a shard scored again from a moved input: ``errors/duplicates.jsonl`` lists them)."""
+    import warnings
+
     import pandas as pd
 
+    if level == "errors":
+        lines = [json.loads(x) for f in sorted((Path(out) / "errors").glob("*.jsonl"))
+                 for x in f.read_text(encoding="utf-8").splitlines() if x.strip()]
+        return pd.DataFrame(lines, columns=list(dict.fromkeys(["record", "field", "message", "source",
+                                                               *(k for x in lines for k in x)])))
     files = part_files(out, level)
     if not files:
         return pd.DataFrame()
-    frames = [pd.read_parquet(f) for f in files]
+    frames = [pd.read_parquet(f).assign(_shard=shard_of(f)) for f in files]
     cols = list(dict.fromkeys(c for df in frames for c in df.columns))
     df = pd.concat(frames, ignore_index=True)[cols]
     keys = ["id", "sentence_index"] if level == "sentence" else ["id"]
-    return df.drop_duplicates(subset=keys, keep="last").reset_index(drop=True)
+    dup = df.duplicated(subset=keys, keep="last")
+    twice = df[df.duplicated(subset=keys, keep=False)].groupby("id")["_shard"].nunique()
+    if (twice > 1).any():
+        warnings.warn(f"{int((twice > 1).sum())} ids are in more than one shard of {out} (e.g. "
+                      f"{twice[twice > 1].index[0]!r}): the last shard's rows are kept (see errors/duplicates.jsonl)",
+                      stacklevel=2)
+    return df[~dup].drop(columns="_shard").reset_index(drop=True)

@@ -27,9 +27,13 @@ from typing import Any
 
 from . import output
 from .finish import finish_combination, needs_run_combination
-from .shards import Shard, file_shards, record_shards, split_shard
+from .shards import Shard, file_shards, ignored_files, input_files, record_shards, split_shard
 
 RAY_MISSING = "Ray is not installed: pip install 'halluscope[ray]'"
+RAY_CLIENT = ("a ray:// address (Ray Client) cannot carry this run: Ray Data's streamed results do not come back "
+              "through it. Run the command on a node of the cluster with --address auto (address='auto'), or "
+              "submit it there as a Ray Job: ray job submit --address http://HEAD:8265 -- halluscope score IN "
+              "--engine ray --address auto -o OUT/")
 BATCH_TOKENS = 64_000  # ~20 WikiBio-sized records (20 samples of ~150 words): one chunk of model work or a few
 SHARD_RECORDS = 4096  # records per shard of an in-memory list
 _ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HALLUSCOPE_DATA")  # passed on to the workers
@@ -47,14 +51,22 @@ def require_ray():
 
 @dataclass
 class RayRun:
-    """What a run did: records and sentences scored now, shards scored / skipped (finished before) / failed
-    (unreadable: not recorded, tried again next time), wall seconds, the seconds and CPU seconds spent inside the
-    batches (summed over actors), and the actors' model-loading and scorer seconds (the split by method)."""
+    """What a run did: records and sentences scored now, records skipped now and by the finished shards kept from
+    earlier runs (``errors_before``), ids found in more than one shard, shards scored / skipped (finished before) /
+    failed (unreadable: not recorded, tried again next time), the finished shards whose input file is not in this
+    source (``stale_shards``: their parts stay), files of a folder that are not input (``ignored_files``), the
+    cluster used, wall seconds, the seconds and CPU seconds spent inside the batches (summed over actors), and the
+    actors' model-loading and scorer seconds (the split by method)."""
 
     output_dir: str
     records: int = 0
     sentences: int = 0
     errors: int = 0
+    errors_before: int = 0
+    duplicate_ids: int = 0
+    stale_shards: list[str] = field(default_factory=list)
+    ignored_files: list[str] = field(default_factory=list)
+    cluster: str = ""
     batches: int = 0
     shards: int = 0
     shards_skipped: int = 0
@@ -66,6 +78,27 @@ class RayRun:
     load_seconds: dict[str, float] = field(default_factory=dict)
     scorer_seconds: dict[str, float] = field(default_factory=dict)
     combination: dict | None = None
+
+    def report(self) -> tuple[str, list[str]]:
+        """The one-line summary and the warnings a caller shows (the CLI prints them)."""
+        line = (f"{self.records} records ({self.sentences} sentences, {self.errors} skipped) from {self.shards} "
+                f"shards ({self.shards_skipped} finished before) on {self.actors} actors"
+                f"{' of ' + self.cluster if self.cluster else ''} in {self.seconds:.1f} s; parts under "
+                f"{self.output_dir}/")
+        out = self.output_dir
+        warn = [f"{self.errors_before} records of the shards finished before were skipped then (listed in "
+                f"{out}/errors/)"] if self.errors_before else []
+        if self.duplicate_ids:
+            warn.append(f"{self.duplicate_ids} ids are in more than one shard (listed in {out}/errors/"
+                        "duplicates.jsonl): ids must be unique across the input")
+        if self.stale_shards:
+            warn.append(f"{len(self.stale_shards)} finished shards come from files not in this input (e.g. "
+                        f"{self.stale_shards[0]}): their parts stay in {out}/ (score into a new folder, or without "
+                        "--resume, to leave them out)")
+        if self.ignored_files:
+            warn.append(f"{len(self.ignored_files)} files of the folder are not input and were not read (e.g. "
+                        f"{self.ignored_files[0]}): .jsonl, .json, .csv and .parquet are")
+        return line, warn
 
     def add(self, row: dict) -> None:
         self.records += int(row["n_records"])
@@ -105,7 +138,9 @@ def score_with_ray(source, output_dir: str | Path, methods=None, address: str | 
     Dataset with an ``id`` column) with ``methods`` (default: the default methods) on a Ray cluster, writing
     Parquet parts under ``output_dir``; returns a :class:`RayRun`.
 
-    address: ``None`` (the running Ray, else a new local one), ``"auto"`` or ``"ray://host:10001"``.
+    address: ``None`` (the running Ray, else a new local one), ``"auto"`` or ``"HOST:PORT"`` of a cluster's head
+        (run on one of its nodes). A ``ray://`` address (Ray Client) is refused: Ray Data's results do not stream
+        back through it; submit the run as a Ray Job instead.
     num_actors / num_gpus_per_actor / num_cpus_per_actor: the pool; by default one actor per GPU where the cluster
     has GPUs, else one actor per CPU with one torch thread (BENCHMARKS.md, issue 16: on busy cores two threads per
     process ran up to 3x slower than one; each actor holds its own models, about 1 GB). num_gpus_per_actor: a
@@ -118,23 +153,28 @@ def score_with_ray(source, output_dir: str | Path, methods=None, address: str | 
     detector_options: any other :class:`~halluscope.pipeline.Detector` option (``chunk_size``, ``precision``, ...).
     """
     ray = require_ray()
+    if str(address or "").startswith("ray://"):
+        raise ValueError(RAY_CLIENT)
     plan = _make_plan(output_dir, methods, detector_options, batch_tokens, shard_records, num_actors,
                       num_gpus_per_actor, num_cpus_per_actor, max_retries)
+    if isinstance(source, (str, Path)):
+        input_files(source)  # a missing input is said before the output folder is touched
     t0 = time.perf_counter()
     summary = RayRun(str(plan.out))
     manifest = _open_output(plan, resume)
     is_dataset = isinstance(source, ray.data.Dataset)
     shards = [] if is_dataset else _shards_to_do(source, plan, manifest, summary)
     if is_dataset or shards:
-        started = _connect(ray, address)
+        started = _connect(ray, address, summary)
         try:
             ds = _dataset_input(ray, source, plan, resume) if is_dataset else _shard_input(ray, shards, plan)
-            sources = None if is_dataset else {s.key: s.source for s in shards}
+            sources = None if is_dataset else {s.key: s for s in shards}
             _consume(_score_stage(ray, ds, plan, reserve_cpu=is_dataset, summary=summary), plan, manifest,
                      summary, sources)
         finally:
             if started:
                 ray.shutdown()
+    summary.duplicate_ids = _report_duplicates(plan.out)
     unfinished = is_dataset or shards or "combination_stats" not in manifest  # new parts, or a cut-off finish
     if plan.run_combination is not None and not summary.shards_failed and unfinished:
         summary.combination = finish_combination(plan.out, plan.run_combination)
@@ -197,24 +237,85 @@ def _shards_to_do(source, plan: _Plan, manifest: dict, summary: RayRun) -> list[
         lines = "".join(json.dumps(e.to_dict()) + "\n" for e in errors)
         output.write_atomic(plan.out / "errors" / "part-input.jsonl", lines.encode("utf-8"))
         summary.errors += len(errors)
-    todo = [s for s in shards if s.key not in manifest["shards"] or manifest["shards"][s.key].get("scoring_errors")]
+    done = manifest["shards"]
+
+    def finished(s: Shard) -> bool:  # recorded, nothing to score again, unchanged, and its files all there
+        e = done.get(s.key)
+        return bool(e) and not e.get("scoring_errors") and e.get("stamp", s.stamp) == s.stamp and not (
+            output.parts_missing(plan.out, s.key, int(e.get("batches", 0))))
+
+    todo = [s for s in shards if not finished(s)]
     summary.shards_skipped = len(shards) - len(todo)
+    summary.errors_before = sum(int(done[s.key].get("errors", 0)) for s in shards if s not in todo)
+    here = {s.source for s in shards}
+    summary.stale_shards = sorted({e["source"] for e in done.values() if e.get("source") not in here}) if (
+        isinstance(source, (str, Path))) else []
+    summary.ignored_files = [str(f) for f in ignored_files(source)] if isinstance(source, (str, Path)) else []
     for s in todo:
+        done.pop(s.key, None)  # scored again from scratch: no longer finished
         output.remove_parts(plan.out, s.key)
     return todo
 
 
-def _connect(ray, address: str | None) -> bool:
+def _report_duplicates(out: Path) -> int:
+    """Ids held by more than one shard, listed in ``errors/duplicates.jsonl`` (rewritten each run); how many."""
+    dups = output.duplicate_ids(out)
+    path = out / "errors" / "duplicates.jsonl"
+    if dups:
+        lines = "".join(json.dumps({"record": rid, "field": "id", "message": f"in {len(sh)} shards ({', '.join(sh)}): "
+                                    "ids must be unique across the input; each was scored, and read_output keeps "
+                                    "the last shard's", "source": None}) + "\n" for rid, sh in dups.items())
+        output.write_atomic(path, lines.encode("utf-8"))
+    else:
+        path.unlink(missing_ok=True)
+    return len(dups)
+
+
+def _connect(ray, address: str | None, summary: RayRun) -> bool:
     """Join the running Ray, the cluster at ``address``, or start a local one; True when this call started or
-    joined it (and so shuts it down at the end). The offline settings of the driver go to the workers."""
+    joined it (and so shuts it down at the end). The offline settings of the driver go to the workers. A
+    ``HOST:PORT`` that nothing answers on is an error within seconds (Ray itself retries
+    for minutes). ``summary.cluster`` says which it was: with no address, a cluster that ``ray start`` left
+    running on this machine is joined, as ``ray.init()`` does."""
     if ray.is_initialized():
+        summary.cluster = "the Ray this process had already started"
         return False
+    if address not in (None, "auto", "local"):
+        _reachable(address)
     env = {k: os.environ[k] for k in _ENV if k in os.environ}
     kwargs: dict[str, Any] = {"runtime_env": {"env_vars": env}} if env else {}
+    running = _running_cluster() if address is None else address
     if address is None:
         kwargs["include_dashboard"] = False
     ray.init(address=address, log_to_driver=False, **kwargs)
+    summary.cluster = f"the Ray cluster at {running}" if running else "a local Ray started for this run"
     return True
+
+
+def _running_cluster() -> str | None:
+    """The address of the Ray cluster that ``ray.init()`` with no address joins (``RAY_ADDRESS``, or one that
+    ``ray start`` left running on this machine), or None where it starts a new one; None too where this Ray's
+    private lookup is not there."""
+    try:
+        from ray._private.services import canonicalize_bootstrap_address
+
+        return canonicalize_bootstrap_address(None)
+    except Exception:  # a private function of Ray's: its absence must not stop a run
+        return None
+
+
+def _reachable(address: str, timeout: float = 5.0) -> None:
+    """A ConnectionError naming ``address`` where no TCP connection to it opens within ``timeout`` seconds."""
+    import socket
+
+    host, _, port = address.split("://")[-1].rpartition(":")
+    if not host or not port.isdigit():
+        return  # not HOST:PORT: Ray's own error says what is wrong with it
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise ConnectionError(f"no Ray cluster answers at {address} ({e}): start it (ray start --head), or check "
+                              "the address and that its port is open") from None
 
 
 def _shard_input(ray, shards: list[Shard], plan: _Plan):
@@ -289,17 +390,18 @@ def _score_stage(ray, ds, plan: _Plan, reserve_cpu: bool, summary: RayRun):
                           **kwargs)
 
 
-def _consume(ds, plan: _Plan, manifest: dict, summary: RayRun, sources: dict[str, str] | None) -> None:
-    """Write each scored batch as it arrives; record a shard (``sources``: key to file; None for a Ray Dataset,
-    which resumes by id) in the manifest once all its batches are written."""
+def _consume(ds, plan: _Plan, manifest: dict, summary: RayRun, sources: dict[str, Shard] | None) -> None:
+    """Write each scored batch as it arrives; record a shard (``sources``: the shards by key; None for a Ray
+    Dataset, which resumes by id) in the manifest once all its batches are written."""
     seen: dict[str, dict[str, Any]] = {}
     for row in ds.iter_rows():
-        output.write_batch(plan.out, row)
+        shard = sources[row["shard"]] if sources is not None else None
+        output.write_batch(plan.out, row, shard.source if shard and not shard.records else None)
         summary.add(row)
-        if sources is None:
+        if shard is None:
             continue
-        s = seen.setdefault(row["shard"], {"source": sources[row["shard"]], "batches": set(), "records": 0,
-                                           "sentences": 0, "errors": 0, "scoring_errors": 0})
+        s = seen.setdefault(row["shard"], {"source": shard.source, "stamp": shard.stamp, "batches": set(),
+                                           "records": 0, "sentences": 0, "errors": 0, "scoring_errors": 0})
         s["batches"].add(int(row["batch"]))
         s["records"] += int(row["n_records"])
         s["sentences"] += int(row["n_sentences"])

@@ -35,6 +35,7 @@ class Shard:
     key: str
     source: str
     records: str = ""
+    stamp: str = ""  # a file's size and modification time when the run planned it: a changed file is scored again
 
 
 def digest(text: str, n: int = 10) -> str:
@@ -70,8 +71,20 @@ def input_files(source: str | Path) -> list[Path]:
 
 
 def file_shards(source: str | Path) -> list[Shard]:
-    """One shard per input file, keyed by the file's name and its absolute path."""
-    return [Shard(shard_key(f.stem, str(f)), str(f)) for f in input_files(source)]
+    """One shard per input file, keyed by the file's name and its absolute path, stamped with its size and
+    modification time (a file that grows after its shard finished is scored again on resume)."""
+    return [Shard(shard_key(f.stem, str(f)), str(f), stamp=file_stamp(f)) for f in input_files(source)]
+
+
+def file_stamp(f: Path) -> str:
+    st = f.stat()
+    return f"{st.st_size}:{st.st_mtime_ns}"
+
+
+def ignored_files(source: str | Path) -> list[Path]:
+    """The files of a folder source that are not input files (e.g. ``.jsonl.gz``, ``README.txt``): said, not read."""
+    p = Path(source)
+    return sorted(f for f in p.iterdir() if f.is_file() and f.suffix.lower() not in SUFFIXES) if p.is_dir() else []
 
 
 def record_shards(records: Iterable[Any], chunk_size: int, shard_records: int
