@@ -508,3 +508,17 @@ def test_a_record_a_method_raises_on_is_an_error_and_its_shard_is_scored_again(c
                            chunk_size=1)
     assert (again.shards_skipped, again.shards, again.records) == (0, 1, 2)
     assert sorted(read_output(out, "passage")["id"]) == sorted([recs[0]["id"], recs[2]["id"]])
+
+
+def test_a_foreign_part_file_in_the_output_is_neither_read_nor_removed(tmp_path):
+    """Another tool's `part-00000-spark.parquet` beside ours: read_output and a fresh run leave it alone."""
+    from halluscope.scale import output
+
+    (tmp_path / "sentences").mkdir()
+    foreign = tmp_path / "sentences" / "part-00000-spark.parquet"
+    pd.DataFrame({"x": [1]}).to_parquet(foreign)
+    mine = tmp_path / "sentences" / f"{output.part_name('answers-0123456789', 0)}.parquet"
+    pd.DataFrame({"id": ["a"], "sentence_index": [0], "s": [0.5]}).to_parquet(mine)
+    assert output.part_files(tmp_path) == [mine] and list(read_output(tmp_path).columns) == ["id", "sentence_index", "s"]
+    output.clear(tmp_path)
+    assert foreign.exists() and not mine.exists()

@@ -332,7 +332,7 @@ def _score_on_ray(engine, path, output, resume, address, pool, as_json, options)
         raise ValueError("--engine ray needs an input (a file, folder or glob of shards) and -o OUT/ (a folder)")
     try:
         run = score_with_ray(str(path), output, address=address, num_actors=pool[0], num_gpus_per_actor=pool[1],
-                             resume=resume, **options)
+                             resume=resume, progress=True, **options)
     except ImportError as e:  # Ray missing: one line, exit 2, like every library error (printed as written)
         raise ValueError(str(e)) from None
     except KeyboardInterrupt:

@@ -14,6 +14,7 @@ Nothing here imports Ray.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,13 @@ from ..io import write_atomic  # the one atomic writer (finish.py and ray_batch.
 
 LEVELS = {"sentence": "sentences", "passage": "responses"}
 MANIFEST = "manifest.json"
+OURS = re.compile(r"part-[A-Za-z0-9_]+-[0-9a-f]{10}-b\d{5}\.(parquet|jsonl)")  # part_name(...) + suffix: no other
+
+
+def ours(folder: Path, suffix: str = "*") -> list[Path]:
+    """This folder's part files written by a run (a foreign ``part-00000-spark.parquet`` is neither read nor
+    removed), sorted."""
+    return sorted(f for f in folder.glob(f"part-*.{suffix}") if OURS.fullmatch(f.name))
 
 
 def part_name(shard: str, batch: int) -> str:
@@ -84,8 +92,10 @@ def remove_parts(out: Path, shard: str) -> int:
 def clear(out: Path) -> None:
     """Remove the manifest and every part file of a previous run (a run with ``resume=False``)."""
     for folder in (*LEVELS.values(), "errors"):
-        for f in (out / folder).glob("part-*"):
+        for f in ours(out / folder):
             f.unlink()
+    for name in ("duplicates.jsonl", "part-input.jsonl"):  # the run's two error files not of a batch
+        (out / "errors" / name).unlink(missing_ok=True)
     (out / MANIFEST).unlink(missing_ok=True)
 
 
@@ -122,7 +132,7 @@ def check_same_run(manifest: dict[str, Any], run: dict[str, Any]) -> None:
 def part_files(out: str | Path, level: str = "sentence") -> list[Path]:
     if level not in LEVELS:
         raise ValueError(f"level must be 'sentence', 'passage' or 'errors', got {level!r}")
-    return sorted((Path(out) / LEVELS[level]).glob("part-*.parquet"))
+    return ours(Path(out) / LEVELS[level], "parquet")
 
 
 def read_output(out: str | Path, level: str = "sentence"):

@@ -19,12 +19,15 @@ raises ImportError with the install command.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..pipeline import _progress, rich_bar
 from . import output
 from .finish import finish_combination, needs_run_combination
 from .shards import Shard, file_shards, ignored_files, input_files, record_shards, split_shard
@@ -133,7 +136,7 @@ def score_with_ray(source, output_dir: str | Path, methods=None, address: str | 
                    num_actors: int | None = None, num_gpus_per_actor: float | None = None,
                    num_cpus_per_actor: float | None = None, batch_tokens: int = BATCH_TOKENS,
                    shard_records: int = SHARD_RECORDS, resume: bool = True, max_retries: int | None = None,
-                   **detector_options) -> RayRun:
+                   progress=False, **detector_options) -> RayRun:
     """Score ``source`` (a path, folder or glob of .jsonl/.json/.csv/.parquet files, a list of records, or a Ray
     Dataset with an ``id`` column) with ``methods`` (default: the default methods) on a Ray cluster, writing
     Parquet parts under ``output_dir``; returns a :class:`RayRun`.
@@ -150,6 +153,8 @@ def score_with_ray(source, output_dir: str | Path, methods=None, address: str | 
     resume: skip the shards the output's manifest records as finished (``False``: start the folder again).
     max_retries: restarts of a dead actor and retries of its batches; ``None`` keeps Ray Data's default for actor
         pools (restarted and retried without limit).
+    progress: True for a bar of finished shards (count, rate, time left; a plain line every 15 s off a
+        terminal) in place of Ray Data's own progress and INFO lines, or a callable ``(done, total)``.
     detector_options: any other :class:`~halluscope.pipeline.Detector` option (``chunk_size``, ``precision``, ...).
     """
     ray = require_ray()
@@ -169,8 +174,9 @@ def score_with_ray(source, output_dir: str | Path, methods=None, address: str | 
         try:
             ds = _dataset_input(ray, source, plan, resume) if is_dataset else _shard_input(ray, shards, plan)
             sources = None if is_dataset else {s.key: s for s in shards}
-            _consume(_score_stage(ray, ds, plan, reserve_cpu=is_dataset, summary=summary), plan, manifest,
-                     summary, sources)
+            with _quiet_ray(ray, progress):
+                _consume(_score_stage(ray, ds, plan, reserve_cpu=is_dataset, summary=summary), plan, manifest,
+                         summary, sources, _shard_bar(progress, len(shards)))
         finally:
             if started:
                 ray.shutdown()
@@ -390,9 +396,32 @@ def _score_stage(ray, ds, plan: _Plan, reserve_cpu: bool, summary: RayRun):
                           **kwargs)
 
 
-def _consume(ds, plan: _Plan, manifest: dict, summary: RayRun, sources: dict[str, Shard] | None) -> None:
+def _shard_bar(progress, total: int):
+    """``step(n)`` over the shards of a run (``step(None)`` closes): a rich bar, a callable's, or nothing."""
+    return rich_bar("shards", total) if progress is True and total else _progress(progress, total)
+
+
+@contextmanager
+def _quiet_ray(ray, progress):
+    """With our own progress, Ray Data's bars and INFO lines are off for the run (restored after)."""
+    if not progress:
+        yield
+        return
+    ctx, log = ray.data.DataContext.get_current(), logging.getLogger("ray.data")
+    saved = ctx.enable_progress_bars, log.level
+    ctx.enable_progress_bars = False
+    log.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        ctx.enable_progress_bars = saved[0]
+        log.setLevel(saved[1])
+
+
+def _consume(ds, plan: _Plan, manifest: dict, summary: RayRun, sources: dict[str, Shard] | None,
+             step=lambda n: None) -> None:
     """Write each scored batch as it arrives; record a shard (``sources``: the shards by key; None for a Ray
-    Dataset, which resumes by id) in the manifest once all its batches are written."""
+    Dataset, which resumes by id) in the manifest once all its batches are written (``step(1)``)."""
     seen: dict[str, dict[str, Any]] = {}
     for row in ds.iter_rows():
         shard = sources[row["shard"]] if sources is not None else None
@@ -415,3 +444,5 @@ def _consume(ds, plan: _Plan, manifest: dict, summary: RayRun, sources: dict[str
                 "batches": len(s["batches"])}
             output.save_manifest(plan.out, manifest)
             summary.shards += 1
+            step(1)
+    step(None)
