@@ -319,8 +319,10 @@ def test_resume_rescores_a_shard_that_lost_a_file_or_grew_and_reports_ids_in_two
     part.unlink()
     again = score_with_ray(src, out, methods=["ngram1_max"], num_actors=1)
     assert (again.shards, again.shards_skipped, again.records) == (1, 1, 2) and part.exists()
+    longer = {"id": slice4[2].id, "response": " ".join([*slice4[0].sentences, *slice4[1].sentences]),
+              "samples": list(slice4[0].samples)}  # more sentences than shard1's answer under that id
     with a.open("a") as f:  # a late delivery appended to a finished file, with an id shard1 holds too
-        f.write(json.dumps({**record_dict(slice4[0]), "id": slice4[2].id}) + "\n" + json.dumps({"id": "bad"}) + "\n")
+        f.write(json.dumps(longer) + "\n" + json.dumps({"id": "bad"}) + "\n")
     grown = score_with_ray(src, out, methods=["ngram1_max"], num_actors=1)
     assert (grown.shards, grown.records, grown.errors, grown.duplicate_ids) == (1, 3, 1, 1)
     line = json.loads((out / "errors" / "duplicates.jsonl").read_text())
@@ -329,9 +331,39 @@ def test_resume_rescores_a_shard_that_lost_a_file_or_grew_and_reports_ids_in_two
     assert errors.loc[errors["record"] == "bad", "source"].tolist() == [str(a.resolve())]
     with pytest.warns(UserWarning, match="1 ids are in more than one shard"):
         assert len(read_output(out, "passage")) == 4
+    with pytest.warns(UserWarning):  # one answer per id at both levels: the last shard's, never a splice
+        kept = read_output(out, "sentence")
+    assert kept.loc[kept["id"] == slice4[2].id, "sentence"].tolist() == list(slice4[2].sentences)
+    for level in ("sentence", "passage"):  # the grown shard's scored parts lost: its errors file alone is not enough
+        next(f for f in part_files(out, level) if "shard0" in f.name).unlink()
+    (out / "errors" / "duplicates.jsonl").unlink()
+    lost = score_with_ray(src, out, methods=["ngram1_max"], num_actors=1)
+    assert (lost.shards, lost.records, lost.duplicate_ids) == (1, 3, 1)
+    manifest = json.loads((out / "manifest.json").read_text())
+    for e in manifest["shards"].values():  # a folder recorded before shards had stamps
+        e.pop("stamp")
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    old = score_with_ray(src, out, methods=["ngram1_max"], num_actors=1)
+    assert (old.shards, old.unstamped) == (0, 2)
+    assert all("stamp" in e for e in json.loads((out / "manifest.json").read_text())["shards"].values())
     b.unlink()
     gone = score_with_ray(src, out, methods=["ngram1_max"], num_actors=1)
     assert gone.stale_shards == [str(b.resolve())] and gone.errors_before == 1 and gone.records == 0
+
+
+def test_an_earlier_lists_invalid_records_are_not_read_back(cluster, slice4, tmp_path):
+    rows = [record_dict(r) for r in slice4[:2]]
+    first = score_with_ray(rows + [{"id": "bad"}], tmp_path, methods=["ngram1_max"], num_actors=1)
+    assert first.errors == 1 and read_output(tmp_path, "errors")["record"].tolist() == ["bad"]
+    again = score_with_ray(rows, tmp_path, methods=["ngram1_max"], num_actors=1)
+    assert again.errors == 0 and read_output(tmp_path, "errors").empty
+
+
+def test_part_names_past_99999_batches_are_still_ours():
+    from halluscope.scale import output
+
+    for b in (0, 99999, 100000, 1234567):
+        assert output.OURS.fullmatch(output.part_name("answers-0123456789", b) + ".parquet"), b
 
 
 def test_an_address_nothing_answers_on_fails_in_seconds(slice4, tmp_path):
@@ -345,6 +377,11 @@ def test_an_address_nothing_answers_on_fails_in_seconds(slice4, tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "no Ray cluster answers at 127.0.0.1:1" in r.stderr, r.stderr[-2000:]
     assert time.monotonic() - t0 < 60
+    env = {**os.environ, "RAY_ADDRESS": "127.0.0.1:1"}  # what ray.init() reads with no address: checked the same
+    r = subprocess.run([sys.executable, "-m", "halluscope", "score", str(src), "--engine", "ray", "-m", "ngram1_max",
+                        "-o", str(tmp_path / "env")], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 2 and "no Ray cluster answers at 127.0.0.1:1" in r.stderr, r.stderr[-2000:]
+    assert time.monotonic() - t0 < 120 and not (tmp_path / "env").exists() and not (tmp_path / "out").exists()
     with pytest.raises(ValueError, match="ray job submit"):  # Ray Client: Ray Data's results do not come back
         score_with_ray(str(src), tmp_path / "client", methods=["ngram1_max"], address="ray://127.0.0.1:10001")
     with pytest.raises(FileNotFoundError):

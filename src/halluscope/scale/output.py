@@ -19,10 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from ..io import write_atomic  # the one atomic writer (finish.py and ray_batch.py call output.write_atomic)
+from .shards import KEY_DIGEST
 
 LEVELS = {"sentence": "sentences", "passage": "responses"}
 MANIFEST = "manifest.json"
-OURS = re.compile(r"part-[A-Za-z0-9_]+-[0-9a-f]{10}-b\d{5}\.(parquet|jsonl)")  # part_name(...) + suffix: no other
+# part_name(shard_key(...), batch) + suffix, and nothing else (batch numbers grow past 5 digits)
+OURS = re.compile(rf"part-[A-Za-z0-9_]+-[0-9a-f]{{{KEY_DIGEST}}}-b\d{{5,}}\.(parquet|jsonl)")
+RUN_ERRORS = ("duplicates.jsonl", "part-input.jsonl")  # the run's error files that are not of a batch
 
 
 def ours(folder: Path, suffix: str = "*") -> list[Path]:
@@ -48,15 +51,17 @@ def write_batch(out: Path, row: dict, source: str | None = None) -> None:
         write_atomic(out / "errors" / f"{name}.jsonl", "".join(json.dumps(e) + "\n" for e in errors).encode())
 
 
-def parts_missing(out: Path, shard: str, batches: int) -> bool:
-    """Whether a finished shard lost files since: each of its batches wrote its responses (or, where none of its
-    records could be scored, its errors), and a batch's sentences come with its responses."""
+def parts_missing(out: Path, shard: str, batches: int, empty: list[int] | None = None) -> bool:
+    """Whether a finished shard lost files since: each batch that scored records wrote its responses and its
+    sentences; one that scored none (``empty``, as the manifest records them) wrote its errors. A manifest written
+    before it recorded ``empty`` (None) is held to the looser rule: responses or errors."""
     for b in range(batches):
         name = part_name(shard, b)
-        has_responses = (out / LEVELS["passage"] / f"{name}.parquet").is_file()
-        if has_responses != (out / LEVELS["sentence"] / f"{name}.parquet").is_file():
+        has = [(out / LEVELS[lv] / f"{name}.parquet").is_file() for lv in ("passage", "sentence")]
+        if has[0] != has[1]:
             return True
-        if not has_responses and not (out / "errors" / f"{name}.jsonl").is_file():
+        errors = (out / "errors" / f"{name}.jsonl").is_file()
+        if not (errors if empty is not None and b in empty else has[0] or (empty is None and errors)):
             return True
     return False
 
@@ -94,7 +99,7 @@ def clear(out: Path) -> None:
     for folder in (*LEVELS.values(), "errors"):
         for f in ours(out / folder):
             f.unlink()
-    for name in ("duplicates.jsonl", "part-input.jsonl"):  # the run's two error files not of a batch
+    for name in RUN_ERRORS:
         (out / "errors" / name).unlink(missing_ok=True)
     (out / MANIFEST).unlink(missing_ok=True)
 
@@ -146,8 +151,9 @@ def read_output(out: str | Path, level: str = "sentence"):
     import pandas as pd
 
     if level == "errors":
-        lines = [json.loads(x) for f in sorted((Path(out) / "errors").glob("*.jsonl"))
-                 for x in f.read_text(encoding="utf-8").splitlines() if x.strip()]
+        folder = Path(out) / "errors"
+        files = ours(folder, "jsonl") + [folder / n for n in RUN_ERRORS if (folder / n).is_file()]
+        lines = [json.loads(x) for f in files for x in f.read_text(encoding="utf-8").splitlines() if x.strip()]
         return pd.DataFrame(lines, columns=list(dict.fromkeys(["record", "field", "message", "source",
                                                                *(k for x in lines for k in x)])))
     files = part_files(out, level)
@@ -156,11 +162,11 @@ def read_output(out: str | Path, level: str = "sentence"):
     frames = [pd.read_parquet(f).assign(_shard=shard_of(f)) for f in files]
     cols = list(dict.fromkeys(c for df in frames for c in df.columns))
     df = pd.concat(frames, ignore_index=True)[cols]
+    last = df.groupby("id", sort=False)["_shard"].agg(["last", "nunique"])  # the shard whose answer an id keeps
+    if (last["nunique"] > 1).any():
+        warnings.warn(f"{int((last['nunique'] > 1).sum())} ids are in more than one shard of {out} (e.g. "
+                      f"{last.index[last['nunique'] > 1][0]!r}): the last shard's rows are kept (see "
+                      "errors/duplicates.jsonl)", stacklevel=2)
+        df = df[df["_shard"].to_numpy() == last["last"].reindex(df["id"]).to_numpy()]  # one answer, not a splice
     keys = ["id", "sentence_index"] if level == "sentence" else ["id"]
-    dup = df.duplicated(subset=keys, keep="last")
-    twice = df[df.duplicated(subset=keys, keep=False)].groupby("id")["_shard"].nunique()
-    if (twice > 1).any():
-        warnings.warn(f"{int((twice > 1).sum())} ids are in more than one shard of {out} (e.g. "
-                      f"{twice[twice > 1].index[0]!r}): the last shard's rows are kept (see errors/duplicates.jsonl)",
-                      stacklevel=2)
-    return df[~dup].drop(columns="_shard").reset_index(drop=True)
+    return df[~df.duplicated(subset=keys, keep="last")].drop(columns="_shard").reset_index(drop=True)

@@ -67,6 +67,7 @@ class RayRun:
     errors: int = 0
     errors_before: int = 0
     duplicate_ids: int = 0
+    unstamped: int = 0
     stale_shards: list[str] = field(default_factory=list)
     ignored_files: list[str] = field(default_factory=list)
     cluster: str = ""
@@ -94,6 +95,9 @@ class RayRun:
         if self.duplicate_ids:
             warn.append(f"{self.duplicate_ids} ids are in more than one shard (listed in {out}/errors/"
                         "duplicates.jsonl): ids must be unique across the input")
+        if self.unstamped:
+            warn.append(f"{self.unstamped} finished shards were recorded before input files were stamped: a change "
+                        "to their files before this run cannot be seen (later ones will be)")
         if self.stale_shards:
             warn.append(f"{len(self.stale_shards)} finished shards come from files not in this input (e.g. "
                         f"{self.stale_shards[0]}): their parts stay in {out}/ (score into a new folder, or without "
@@ -158,8 +162,11 @@ def score_with_ray(source, output_dir: str | Path, methods=None, address: str | 
     detector_options: any other :class:`~halluscope.pipeline.Detector` option (``chunk_size``, ``precision``, ...).
     """
     ray = require_ray()
+    address = address or os.environ.get("RAY_ADDRESS") or None  # what ray.init() would read: checked the same way
     if str(address or "").startswith("ray://"):
         raise ValueError(RAY_CLIENT)
+    if address not in (None, "auto", "local") and not ray.is_initialized():
+        _reachable(address)  # before the output folder is touched
     plan = _make_plan(output_dir, methods, detector_options, batch_tokens, shard_records, num_actors,
                       num_gpus_per_actor, num_cpus_per_actor, max_retries)
     if isinstance(source, (str, Path)):
@@ -174,9 +181,10 @@ def score_with_ray(source, output_dir: str | Path, methods=None, address: str | 
         try:
             ds = _dataset_input(ray, source, plan, resume) if is_dataset else _shard_input(ray, shards, plan)
             sources = None if is_dataset else {s.key: s for s in shards}
-            with _quiet_ray(ray, progress):
+            bar = progress if len(shards) > 1 else False  # one shard, a Dataset: Ray Data's batch progress stays
+            with _quiet_ray(ray, bar):
                 _consume(_score_stage(ray, ds, plan, reserve_cpu=is_dataset, summary=summary), plan, manifest,
-                         summary, sources, _shard_bar(progress, len(shards)))
+                         summary, sources, _shard_bar(bar, len(shards)))
         finally:
             if started:
                 ray.shutdown()
@@ -239,20 +247,29 @@ def _shards_to_do(source, plan: _Plan, manifest: dict, summary: RayRun) -> list[
         shards, errors = file_shards(source), []
     else:
         shards, errors = record_shards(source, plan.chunk_size, plan.shard_records)
+    path = plan.out / "errors" / "part-input.jsonl"
     if errors:
         lines = "".join(json.dumps(e.to_dict()) + "\n" for e in errors)
-        output.write_atomic(plan.out / "errors" / "part-input.jsonl", lines.encode("utf-8"))
+        output.write_atomic(path, lines.encode("utf-8"))
         summary.errors += len(errors)
+    elif not isinstance(source, (str, Path)):
+        path.unlink(missing_ok=True)  # an earlier list's invalid records are not this one's
     done = manifest["shards"]
 
     def finished(s: Shard) -> bool:  # recorded, nothing to score again, unchanged, and its files all there
         e = done.get(s.key)
         return bool(e) and not e.get("scoring_errors") and e.get("stamp", s.stamp) == s.stamp and not (
-            output.parts_missing(plan.out, s.key, int(e.get("batches", 0))))
+            output.parts_missing(plan.out, s.key, int(e.get("batches", 0)), e.get("empty")))
 
     todo = [s for s in shards if not finished(s)]
-    summary.shards_skipped = len(shards) - len(todo)
-    summary.errors_before = sum(int(done[s.key].get("errors", 0)) for s in shards if s not in todo)
+    todo_keys = {s.key for s in todo}
+    kept = [s for s in shards if s.key not in todo_keys]
+    summary.shards_skipped = len(kept)
+    summary.errors_before = sum(int(done[s.key].get("errors", 0)) for s in kept)
+    unstamped = [s for s in kept if s.stamp and "stamp" not in done[s.key]]
+    for s in unstamped:  # recorded before shards had stamps: a change made before now cannot be seen
+        done[s.key]["stamp"] = s.stamp
+    summary.unstamped = len(unstamped)
     here = {s.source for s in shards}
     summary.stale_shards = sorted({e["source"] for e in done.values() if e.get("source") not in here}) if (
         isinstance(source, (str, Path))) else []
@@ -260,6 +277,7 @@ def _shards_to_do(source, plan: _Plan, manifest: dict, summary: RayRun) -> list[
     for s in todo:
         done.pop(s.key, None)  # scored again from scratch: no longer finished
         output.remove_parts(plan.out, s.key)
+    output.save_manifest(plan.out, manifest)
     return todo
 
 
@@ -279,22 +297,21 @@ def _report_duplicates(out: Path) -> int:
 
 def _connect(ray, address: str | None, summary: RayRun) -> bool:
     """Join the running Ray, the cluster at ``address``, or start a local one; True when this call started or
-    joined it (and so shuts it down at the end). The offline settings of the driver go to the workers. A
-    ``HOST:PORT`` that nothing answers on is an error within seconds (Ray itself retries
-    for minutes). ``summary.cluster`` says which it was: with no address, a cluster that ``ray start`` left
-    running on this machine is joined, as ``ray.init()`` does."""
+    joined it (and so shuts it down at the end). The offline settings of the driver go to the workers.
+    ``summary.cluster`` says which it was: with no address, a cluster that ``ray start`` left running on this
+    machine is joined, as ``ray.init()`` does. (A ``HOST:PORT`` nothing answers on was refused before:
+    :func:`_reachable`.)"""
     if ray.is_initialized():
         summary.cluster = "the Ray this process had already started"
         return False
-    if address not in (None, "auto", "local"):
-        _reachable(address)
     env = {k: os.environ[k] for k in _ENV if k in os.environ}
     kwargs: dict[str, Any] = {"runtime_env": {"env_vars": env}} if env else {}
-    running = _running_cluster() if address is None else address
+    joins = address not in (None, "local") or _running_cluster() is not None
     if address is None:
         kwargs["include_dashboard"] = False
     ray.init(address=address, log_to_driver=False, **kwargs)
-    summary.cluster = f"the Ray cluster at {running}" if running else "a local Ray started for this run"
+    gcs = getattr(ray.get_runtime_context(), "gcs_address", None) or address
+    summary.cluster = f"the Ray cluster at {gcs}" if joins else "a local Ray started for this run"
     return True
 
 
@@ -430,8 +447,11 @@ def _consume(ds, plan: _Plan, manifest: dict, summary: RayRun, sources: dict[str
         if shard is None:
             continue
         s = seen.setdefault(row["shard"], {"source": shard.source, "stamp": shard.stamp, "batches": set(),
-                                           "records": 0, "sentences": 0, "errors": 0, "scoring_errors": 0})
+                                           "empty": [], "records": 0, "sentences": 0, "errors": 0,
+                                           "scoring_errors": 0})
         s["batches"].add(int(row["batch"]))
+        if not int(row["n_records"]):
+            s["empty"].append(int(row["batch"]))  # wrote its errors only (parts_missing reads this)
         s["records"] += int(row["n_records"])
         s["sentences"] += int(row["n_sentences"])
         errs = json.loads(row["errors"])

@@ -38,7 +38,10 @@ class Shard:
     stamp: str = ""  # a file's size and modification time when the run planned it: a changed file is scored again
 
 
-def digest(text: str, n: int = 10) -> str:
+KEY_DIGEST = 10  # hex digits of a shard key's hash (scale.output reads part names by it)
+
+
+def digest(text: str, n: int = KEY_DIGEST) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:n]
 
 
