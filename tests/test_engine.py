@@ -57,6 +57,13 @@ def test_another_librarys_method_name_is_answered_with_ours():
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     section = readme.split("### Coming from SelfCheckGPT, uqlm or LM-Polygraph")[1].split("\n### ")[0]
     assert all(f"`{m}`" in section for m in ours), [m for m in ours if f"`{m}`" not in section]
+    flat = "".join(c for c in section.lower() if c.isalnum())  # their names as the map keys them
+    assert all(k in flat for k in OTHER_NAMES), [k for k in OTHER_NAMES if k not in flat]
+    from halluscope.engine.components import uncomputable  # the ensemble's components: the component's name
+
+    why = uncomputable(["noncontradiction", "bert_score"])
+    assert "halluscope's is 'non_contradiction'" in why["noncontradiction"]
+    assert "halluscope's is 'bertscore'" in why["bert_score"]
 
 
 def test_response_and_sentence_methods_in_one_run_share_each_nli_pair_and_text(detector_models):

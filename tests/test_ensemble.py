@@ -255,6 +255,12 @@ def test_a_tuned_config_checked_on_held_out_graded_answers_from_a_csv(detector_m
         assert rows in page and "component: cosine" in page and "SAC3" not in page
         assert page.count("<img alt='ROC ") == 1 and page.count("<img alt='reliability ") == 1
     assert "tune.csv (tuning answers)" in (tmp_path / "tune_report.json.html").read_text()
+    ungraded = tmp_path / "ungraded.jsonl"  # refused before any scoring: a judge's calls would be spent for nothing
+    ungraded.write_text("".join(json.dumps({"id": it.id, "prompt": it.question, "response": it.response,
+                                            "samples": list(it.samples)[:3]}) + "\n" for it in items[8:]))
+    r = runner.invoke(app, ["ensemble", "score", str(ungraded), "--config", str(tmp_path / "ens.json"), "--report",
+                            str(tmp_path / "none.json")])
+    assert r.exit_code == 2 and "carries a grade" in r.output and not (tmp_path / "none.json").exists()
     from browser import chromium_page
 
     with chromium_page() as (page, errors):  # the page a person opens: its figures drawn, no script error

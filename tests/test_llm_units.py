@@ -35,7 +35,10 @@ class _Stages:
     question's answer is option A on the response; samples 'agree' answer A, the others B; answerability is read
     from the context's text."""
 
+    asked = 0  # questions asked (G1 draws), over every _Stages
+
     def g1(self, sents, draws):
+        _Stages.asked += len(draws)
         return [(f"q{d} about {s}", "x") for s, d in zip(sents, draws)]
 
     def g2(self, rows):
@@ -73,11 +76,19 @@ def test_mqag_counts_and_the_bad_question_rule_of_the_paper():
     assert bad["qa_count"] == bad["qa_bayes"] == 0.5 and bad["qa_bayes_alpha"] == pytest.approx(s["qa_bayes_alpha"])
     assert _mqag("R is unanswerable here.", samples, threshold=0.05)["qa_count"] == pytest.approx(2 / 4)
     assert _mqag("R is here.", samples, beta1=0.9, beta2=0.6)["qa_bayes"] == pytest.approx(bayes(2, 1, 0.9, 0.6))
+    before = _Stages.asked
     assert _mqag("R is here.", samples, questions_per_sentence=3)["qa_count"] == pytest.approx(1 / 3)
+    assert _Stages.asked - before == 3  # three questions of the one sentence, each counted the same way
 
 
 def test_mqag_options_are_checked_where_given():
     from halluscope import Detector
+
+    stages = {k: _Stages() for k in ("g1", "g2", "a", "u")}  # given through the Detector, they reach the scorer
+    det = Detector(methods=["qa_bayes", "qa_count"], qa_stages=stages,
+                   method_options={"qa_bayes": {"beta1": 0.9, "beta2": 0.6, "threshold": 0.05}})
+    res = det.score([{"id": "r", "response": "R is here.", "samples": ["agree 1.", "other unanswerable 2."]}])
+    assert res.items[0].sentence_scores["qa_bayes"][0] == pytest.approx(bayes(1, 1, 0.9, 0.6))  # AT 0.05: counted
 
     det = Detector(methods=["qa_count", "qa_bayes"], llm=None, qa_stages={k: _Stages() for k in ("g1", "g2", "a", "u")},
                    method_options={"qa_count": {"beta1": 0.9}, "qa_bayes": {"beta1": 0.7}})

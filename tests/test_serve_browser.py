@@ -63,6 +63,9 @@ def test_dashboard_renders_plots(filled, tmp_path):
         assert labels == ["11-28 12:00", "15:00"]
         week = page.evaluate("HS.timeTicks(Date.parse('2026-11-20T09:10:00Z'), Date.parse('2026-11-27T08:00:00Z'))")
         assert week["step"] == 2 * 864e5 and 2 <= len(week["ticks"]) <= 4
+        years = page.evaluate("""() => { const r = HS.timeTicks(Date.parse('2025-01-01'), Date.parse('2026-12-31'));
+            return [r.ticks.length, HS.tickLabel(r.ticks[0], r.step, true)]; }""")
+        assert years[0] <= 5 and years[1].startswith("2025-")  # two years: few ticks, each with its year
         page.screenshot(path=str((_shots() or tmp_path) / "serve-dashboard.png"), full_page=True)
 
     assert _browse(s.admin_key, s.url + "/", act) == []

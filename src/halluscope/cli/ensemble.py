@@ -8,7 +8,6 @@ from typing import Optional
 
 import typer
 from rich.table import Table
-from rich.text import Text
 
 from ..io import json_safe
 from ..types import Results
@@ -341,6 +340,7 @@ def ensemble_score(
     from ..combine.tuned import EnsembleConfig
     from ..evaluation.response_metrics import graded_summary
     from ..evaluation.response_report import held_out_report
+    from .render import confidence_table
 
     cfg = EnsembleConfig.load(config, preset) if config else EnsembleConfig.preset(preset)
     if why := cfg.nli_mismatch(nli):
@@ -356,10 +356,12 @@ def ensemble_score(
     scorer = ComponentScorer(components=usable, llm=llm, judges={k: v for k, v in judges.items() if k in usable},
                              nli=store.nli(nli) if nli else None)  # None: the shared default, loaded if needed
     items, skipped_records = _answers(path)
+    if report and all(it.correct is None for it in items):  # said before any scoring (judge calls may cost)
+        raise ValueError(f"--report: no answer of {path} carries a grade ('correct'): held-out figures need them")
     rows = scorer.score(items)
     C = np.array([[r.get(c, np.nan) for c in cfg.components] for r in rows], float)
     conf = cfg.confidence(C)
-    t, lines = _confidence_table(items, rows, conf, cfg.threshold,
+    t, lines = confidence_table(items, rows, conf, cfg.threshold,
                                  f"config {config}" if config else f"preset {preset}")
     console.print(t)
     if graded := graded_summary(items, conf, cfg.threshold):  # held-out figures, where answers carry a grade
@@ -371,25 +373,11 @@ def ensemble_score(
     _exit_for_skipped(Results(items=items, errors=skipped_records), output)
 
 
-def _confidence_table(items, rows, conf, threshold: float, source: str) -> tuple[Table, list[str]]:
-    """The terminal table of `ensemble score` and its JSON lines (one per answer)."""
-    t = Table(title=f"confidence ({source}; flagged below {threshold:.3f})")
-    for c in ("id", "response", "confidence", "flag"):
-        t.add_column(c)
-    lines = []
-    for it, r, c in zip(items, rows, conf):
-        flag = bool(c < threshold)
-        t.add_row(Text(it.id), Text(it.response[:60]), f"{c:.3f}",  # Text: a user's text is never markup
-                  "[red]likely incorrect[/]" if flag else "[green]ok[/]")
-        lines.append(json.dumps({"id": it.id, "confidence": float(c), "hallucination_score": float(1 - c),
-                                 "flagged": flag, "components": r,
-                                 **({"correct": it.correct} if it.correct is not None else {})}))
-    return t, lines
-
-
 def _write_report(path: Optional[Path], res: dict) -> None:
+    from ..evaluation.response_report import save_json
+
     if path:
-        path.write_text(json.dumps(json_safe(res), indent=1))
+        save_json(res, path)
         err.print(f"report: {path} (HTML figures: `halluscope report --ensemble {path}`)", highlight=False)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 from rich.table import Table
@@ -100,3 +101,19 @@ def _fmt(v, digits: int = 2) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
     return str(v) if isinstance(v, int) else f"{v:.{digits}f}"
+
+
+def confidence_table(items, rows, conf, threshold: float, source: str) -> tuple[Table, list[str]]:
+    """The terminal table of `ensemble score` and its JSON lines (one per answer)."""
+    t = Table(title=f"confidence ({source}; flagged below {threshold:.3f})")
+    for c in ("id", "response", "confidence", "flag"):
+        t.add_column(c)
+    lines = []
+    for it, r, c in zip(items, rows, conf):
+        flag = bool(c < threshold)
+        t.add_row(Text(it.id), Text(it.response[:60]), f"{c:.3f}",  # Text: a user's text is never markup
+                  "[red]likely incorrect[/]" if flag else "[green]ok[/]")
+        lines.append(json.dumps({"id": it.id, "confidence": float(c), "hallucination_score": float(1 - c),
+                                 "flagged": flag, "components": r,
+                                 **({"correct": it.correct} if it.correct is not None else {})}))
+    return t, lines

@@ -114,6 +114,7 @@ def uncomputable(components, judges=(), llm=None) -> dict[str, str]:
     the engine (``halluscope methods``: luq, the SelfCheck sentence methods aggregated to the answer, ...), one that
     needs an LLM (p_true, verbalized, the judges of the engine) only when ``llm`` is given; a method that needs the
     answer's token log-probs is not one (an answer with samples does not carry them)."""
+    from .other_names import hint
     from .registry import specs
 
     engine, out = specs(), {}
@@ -122,8 +123,9 @@ def uncomputable(components, judges=(), llm=None) -> dict[str, str]:
         if c in COMPONENTS or c in judges:
             continue
         if s is None:
-            out[c] = (f"unknown; choose from {', '.join(COMPONENTS)}, a judge given ({', '.join(judges) or 'none'}) "
-                      "or a bounded method of `halluscope methods`")
+            said = hint(c, [*COMPONENTS, *engine], component=True)
+            out[c] = (f"unknown{'. ' + said + ' Otherwise' if said else ''}; choose from {', '.join(COMPONENTS)}, a "
+                      f"judge given ({', '.join(judges) or 'none'}) or a bounded method of `halluscope methods`")
         elif not s.bounded:
             out[c] = "its score is unbounded, and a component must be a confidence in [0, 1]"
         elif "logprobs" in s.needs:

@@ -45,12 +45,16 @@ def _key(name: str) -> str:
     return re.sub(r"[\s_\-]", "", name.lower())
 
 
-def hint(name: str, known: list[str]) -> str:
-    """What to say about a method name halluscope does not know: the method another library's name stands for, or
-    the closest known names; '' where there is nothing to suggest."""
+AS_COMPONENT = {"bertscore_response": "bertscore"}  # the same score's name among the ensemble's components
+
+
+def hint(name: str, known: list[str], component: bool = False) -> str:
+    """What to say about a method name halluscope does not know (``component``: an ensemble component's name): the
+    method another library's name stands for, or the closest known names; '' where there is nothing to suggest."""
     other = OTHER_NAMES.get(_key(name))
     if other:
         lib, ours, note = other
+        ours = AS_COMPONENT.get(ours, ours) if component and ours else ours
         use = f"halluscope's is {ours!r} ({note})" if ours else f"halluscope has none ({note})"
         return f"{name!r} is {lib}'s name: {use}."
     close = difflib.get_close_matches(name.lower(), known, n=3, cutoff=0.75)

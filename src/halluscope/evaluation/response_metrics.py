@@ -86,6 +86,11 @@ def evaluate(conf: np.ndarray, halluc: np.ndarray, tau: float) -> dict:
     }
 
 
+def fold_count(halluc: np.ndarray, folds: int) -> int:
+    """The folds a cross-validation of these grades can have: ``folds``, cut to the smaller class, at least 2."""
+    return max(2, min(folds, int(np.bincount(np.asarray(halluc, int), minlength=2).min()) or 2))
+
+
 def kfold(halluc: np.ndarray, folds: int, seed: int = 0):
     """The stratified k-fold splits (train, test) of the answers graded ``halluc``, or a ValueError that says what
     to change where there are fewer answers than folds (scikit-learn's own message names n_splits and n_samples)."""

@@ -32,7 +32,7 @@ def held_out_report(items, C: np.ndarray, comps: list[str], conf: np.ndarray, th
     k-fold threshold, as :func:`~halluscope.evaluation.sac3.analyze` gives them) and the config's confidence as it
     is, at its own threshold (row ``ensemble (config, held out)``). Only graded answers count; a ValueError where
     none is graded, ``skipped`` where AUROC is undefined (fewer than 4, or one class)."""
-    from .response_metrics import component_figures, evaluate
+    from .response_metrics import component_figures, evaluate, fold_count
 
     keep = [i for i, it in enumerate(items) if it.correct is not None]
     if not keep:
@@ -44,7 +44,7 @@ def held_out_report(items, C: np.ndarray, comps: list[str], conf: np.ndarray, th
     if len(keep) < 4 or len(set(halluc.tolist())) < 2:
         return {**out, "skipped": "too few graded answers or only one class: AUROC/F1 undefined",
                 "scores": {"components": C.tolist(), "hallucination": halluc.tolist()}}
-    out["folds"] = folds = max(2, min(folds, int(np.bincount(halluc, minlength=2).min())))
+    out["folds"] = folds = fold_count(halluc, folds)
     out["components"] = component_figures(C, halluc, comps, folds, seed)
     out["held_out"] = {"config": evaluate(conf, halluc, threshold)}
     out["scores"] = {"components": C.tolist(), "hallucination": halluc.tolist(),

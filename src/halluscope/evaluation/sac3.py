@@ -12,7 +12,7 @@ import numpy as np
 
 from ..engine.components import DEFAULT_COMPONENTS, ComponentScorer, ResponseItem
 from ..io import sac3_fields
-from .response_metrics import component_figures, cross_validate
+from .response_metrics import component_figures, cross_validate, fold_count
 
 SAC3_FILE = "sac3_nq_open/nq_open_250_eval_labeled-SC.json"
 # Table 1 of the tunable-ensemble paper, NQ-Open column (their answers from gpt-3.5-turbo, not this set's)
@@ -61,7 +61,7 @@ def analyze(items: list[ResponseItem], rows: list[dict[str, float]], comps: list
     weights then an F1 threshold; joint: weights and threshold for F1), with out-of-fold confidences kept for plots."""
     C = np.array([[r.get(c, np.nan) for c in comps] for r in rows], float)
     halluc = np.array([0 if it.correct else 1 for it in items])
-    folds = max(2, min(folds, int(np.bincount(halluc, minlength=2).min()) or 2))
+    folds = fold_count(halluc, folds)
     out = {"n": len(items), "hallucination_rate": float(halluc.mean()) if len(items) else float("nan"),
            "folds": folds, "components_used": comps}
     if len(items) < 4 or len(set(halluc.tolist())) < 2:

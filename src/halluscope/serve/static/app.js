@@ -58,15 +58,18 @@ const HS = {
   },
   timeTicks(t0, t1, most = 5) {
     // round UTC times for the time axis: the smallest of these steps that gives at most `most` ticks over [t0, t1]
+    // (beyond them, whole multiples of 28 days)
     const m = 60e3, d = 864e5, steps = [m, 5 * m, 15 * m, 30 * m, 60 * m, 180 * m, 360 * m, 720 * m, d, 2 * d, 7 * d, 14 * d, 28 * d];
-    const step = steps.find((st) => (t1 - t0) / st < most) || steps[steps.length - 1];
+    const step = steps.find((st) => (t1 - t0) / st < most) || 28 * d * Math.ceil((t1 - t0) / (28 * d * most) + 1e-9);
     const ticks = [];
     for (let t = Math.ceil(t0 / step) * step; t <= t1; t += step) ticks.push(t);
     return {step, ticks: ticks.length ? ticks : [t0]};
   },
-  tickLabel(t, step, withDate) {  // "HH:MM" within a day, "MM-DD HH:MM" where the date changes, "MM-DD" for day steps
-    const iso = new Date(t).toISOString();
-    return step >= 864e5 ? iso.slice(5, 10) : (withDate ? iso.slice(5, 10) + " " : "") + iso.slice(11, 16);
+  tickLabel(t, step, withDate) {
+    // "HH:MM" within a day, "MM-DD HH:MM" where the date changes, "MM-DD" for day steps, "YYYY-MM-DD" from 28 days
+    const iso = new Date(t).toISOString(), time = iso.slice(11, t % 60e3 ? 19 : 16);
+    if (step >= 28 * 864e5) return iso.slice(0, 10);
+    return step >= 864e5 ? iso.slice(5, 10) : (withDate ? iso.slice(5, 10) + " " : "") + time;
   },
   histogram(hist, w = 560, h = 220) {
     const n = hist.counts.length, max = Math.max(1, ...hist.counts), L = 40, B = 30, T = 10;
