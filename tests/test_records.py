@@ -83,6 +83,27 @@ def test_csv_and_json_inputs(tmp_path):
     assert recs[0].response == GOOD["response"] and not errs
 
 
+def test_parquet_input_reads_as_its_jsonl_does(tmp_path):
+    """A Parquet file (list columns come back as arrays) gives the records the same lines of JSONL give, for the
+    local engine as for Ray's shards; a damaged or empty one is an error of the file."""
+    import pandas as pd
+
+    from halluscope.cli import example_path
+
+    rows = [json.loads(x) for x in example_path().read_text().splitlines()]
+    pd.DataFrame(rows + [{**rows[0], "id": "bad", "samples": None}]).to_parquet(tmp_path / "in.parquet", index=False)
+    recs, errs = read_records(tmp_path / "in.parquet")
+    want, _ = read_records(example_path())
+    assert [r.to_dict() for r in recs] == [r.to_dict() for r in want]
+    assert [(e.record, e.field) for e in errs] == [("bad", "samples")]
+    (tmp_path / "cut.parquet").write_bytes((tmp_path / "in.parquet").read_bytes()[:200])
+    with pytest.raises(RecordError, match="cannot read Parquet"):
+        read_records(tmp_path / "cut.parquet")
+    pd.DataFrame({"response": []}).to_parquet(tmp_path / "empty.parquet")
+    with pytest.raises(RecordError, match="no records"):
+        read_records(tmp_path / "empty.parquet")
+
+
 def test_wikibio_labels_are_mapped(wikibio):
     assert len(wikibio) == 238
     assert sum(len(r.sentences) for r in wikibio) == 1908

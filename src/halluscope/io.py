@@ -10,6 +10,7 @@ import ast
 import csv
 import dataclasses
 import json
+import math
 import os
 import uuid
 from pathlib import Path
@@ -58,6 +59,27 @@ def _normalize_keys(d: Mapping[str, Any]) -> dict:
 
 
 _BAD = object()  # a line that could not be read (already reported): keeps the numbering
+
+
+def plain_value(v: Any) -> Any:
+    """A Parquet (or pandas) cell as a plain Python value: arrays become lists, a missing value None."""
+    if hasattr(v, "tolist"):
+        v = v.tolist()
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    return v
+
+
+def _parquet_rows(path: Path) -> list[dict]:
+    import pandas as pd
+
+    try:
+        rows = pd.read_parquet(path).to_dict("records")
+    except Exception as e:  # pyarrow raises its own types for a damaged or foreign file
+        raise RecordError(str(path), "<file>", f"cannot read Parquet: {e}") from e
+    if not rows:
+        raise RecordError(str(path), "<file>", "no records in the file")
+    return [{k: plain_value(v) for k, v in row.items()} for row in rows]
 
 
 def records_from_objects(objs: Iterable[Any], need_samples: bool = True) -> tuple[list[Record], list[RecordError]]:
@@ -193,19 +215,23 @@ def _jsonl_objects(raw: bytes) -> tuple[list[Any], list[RecordError]]:
 
 
 def read_records(path: str | Path, need_samples: bool = True) -> tuple[list[Record], list[RecordError]]:
-    """Read records from a ``.jsonl``, ``.json`` or ``.csv`` file.
+    """Read records from a ``.jsonl``, ``.json``, ``.csv`` or ``.parquet`` file.
 
     JSONL: one object per line. JSON: a list of objects, or ``{"records": [...]}``. CSV: columns ``response``,
     ``samples`` (a JSON list) or ``sample_1..sample_N``, optional ``id``, ``prompt`` (or ``question``),
-    ``sentences``/``labels`` (JSON lists). Every line or record that cannot be used becomes an error naming it and
-    the field; the other records are still returned. A file with no record at all is an error of its own.
+    ``sentences``/``labels`` (JSON lists). Parquet: the same columns, lists as list columns. Every line or record
+    that cannot be used becomes an error naming it and the field; the other records are still returned. A file with
+    no record at all is an error of its own.
     """
     path = Path(path)
     if not path.is_file():
         raise RecordError(str(path), "<file>", "file does not exist")
     suffix = path.suffix.lower()
-    if suffix not in (".jsonl", ".json", ".csv"):
-        raise RecordError(str(path), "<file>", f"unknown file type {suffix!r} (use .jsonl, .json or .csv)")
+    if suffix not in (".jsonl", ".json", ".csv", ".parquet"):
+        raise RecordError(str(path), "<file>",
+                          f"unknown file type {suffix!r} (use .jsonl, .json, .csv or .parquet)")
+    if suffix == ".parquet":
+        return records_from_objects(_parquet_rows(path), need_samples)
     try:
         raw = path.read_bytes()
     except OSError as e:

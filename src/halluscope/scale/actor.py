@@ -16,7 +16,8 @@ import socket
 import time
 from typing import Any
 
-from .shards import digest, plain_value, plan_batches, record_dict, shard_key
+from ..io import plain_value
+from .shards import digest, plan_batches, record_dict, shard_key
 
 
 def to_parquet(df) -> bytes:

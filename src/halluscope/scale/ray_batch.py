@@ -361,7 +361,8 @@ def _dataset_input(ray, ds, plan: _Plan, resume: bool):
     shards, so it resumes by id), and each call groups about ``batch_tokens`` of records."""
     from .actor import dataset_rows
     from ..io import records_from_objects
-    from .shards import plain_value, approx_tokens
+    from ..io import plain_value
+    from .shards import approx_tokens
 
     if "id" not in ds.schema().names:
         raise ValueError("a Ray Dataset to score needs an 'id' column (unique ids: resuming and reading back use them)")

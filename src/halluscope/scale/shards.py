@@ -120,29 +120,11 @@ def _json_ok(v: Any) -> bool:
         return False
 
 
-def plain_value(v: Any) -> Any:
-    """A Parquet cell as a plain Python value: arrays become lists, a missing value None."""
-    if hasattr(v, "tolist"):
-        v = v.tolist()
-    if isinstance(v, float) and math.isnan(v):
-        return None
-    return v
-
-
 def read_shard(shard: Shard) -> tuple[list[Record], list[RecordError]]:
     """The valid records of a shard and the errors of the others (as ``halluscope score`` reads the file)."""
     if shard.records:
         return records_from_objects(json.loads(shard.records))
-    path = Path(shard.source)
-    if path.suffix.lower() != ".parquet":
-        return read_records(path)
-    import pandas as pd
-
-    try:
-        rows = pd.read_parquet(path).to_dict("records")
-    except Exception as e:  # pyarrow raises its own types for a damaged or foreign file
-        raise RecordError(str(path), "<file>", f"cannot read Parquet: {e}") from e
-    return records_from_objects([{k: plain_value(v) for k, v in row.items()} for row in rows])
+    return read_records(Path(shard.source))
 
 
 def approx_tokens(r: Record) -> int:
