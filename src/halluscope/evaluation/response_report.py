@@ -61,8 +61,9 @@ def block_name(res: dict, default: str = "SAC3 NQ-Open") -> str:
 def block_method(res: dict) -> str:
     """How a block's ensemble figures were made, for the sentence under its title."""
     if "held_out" in res:
-        return (f"the saved config applied as it is (threshold {res.get('threshold', float('nan')):.3f}), on answers it "
-                f"was not tuned on; each component's F1 threshold {res.get('folds', 5)}-fold cross-validated")
+        tau = res.get("threshold", float("nan"))
+        return (f"the saved config applied as it is (threshold {tau:.3f}), on answers it was not tuned on; each "
+                f"component's F1 threshold {res.get('folds', 5)}-fold cross-validated")
     return f"tuned figures {res.get('folds', 5)}-fold cross-validated"
 
 

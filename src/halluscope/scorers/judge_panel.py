@@ -109,8 +109,9 @@ def _register() -> None:
 
     register(MethodSpec("judge_panel", level="response", needs=("llm",), bounded=True, aggregate=None,
                         source="uqlm LLMPanel (Bouchard & Chauhan 2025); verdict judge: Chen & Mueller 2023",
-                        formula="1 - the mean (or min, max, median, majority vote) of several LLM judges' confidences (verdict, "
-                                "Likert, continuous by default; any backends); NaN when no judge gave a verdict",
+                        formula="1 - the mean (or min, max, median, majority vote) of several LLM judges' "
+                                "confidences (verdict, Likert, continuous by default; any backends); NaN when no "
+                                "judge gave a verdict",
                         options=("judges", "combine")),
              build=_build)
 
