@@ -432,12 +432,14 @@ def test_cli_ray_options_reach_the_library(monkeypatch, tmp_path):
     monkeypatch.setattr(halluscope.scale, "score_with_ray", lambda src, out, **kw: seen.append(kw) or RayRun(out))
     args = ["score", str(tmp_path / "in.jsonl"), "--engine", "ray", "-o", str(tmp_path / "out")]
     res = CliRunner().invoke(app, [*args, "--actors", "3", "--gpus-per-actor", "0.5", "--qa-stage", "a=/m/answer",
-                                   "--qa-stage", "u=paper"])
+                                   "--qa-stage", "u=paper", "--cpus-per-actor", "2", "--batch-tokens", "5000"])
     assert res.exit_code == 0, res.output
     assert (seen[0]["num_actors"], seen[0]["num_gpus_per_actor"]) == (3, 0.5)
+    assert (seen[0]["num_cpus_per_actor"], seen[0]["batch_tokens"]) == (2, 5000)
     assert seen[0]["qa_stages"] == {"a": "/m/answer", "u": "paper"}
     assert CliRunner().invoke(app, args).exit_code == 0
     assert seen[1]["num_gpus_per_actor"] is None and "qa_stages" not in seen[1]  # the library's defaults
+    assert seen[1]["num_cpus_per_actor"] is None and "batch_tokens" not in seen[1]
 
 
 def test_gpus_asked_for_on_a_cluster_without_gpus_fail_at_once(cluster, slice4, tmp_path):

@@ -83,6 +83,10 @@ def score(
     gpus: Optional[float] = typer.Option(None, "--gpus-per-actor", help="With --engine ray: GPUs each actor holds "
                                          "(e.g. 0.5: two actors per GPU; 0: CPUs only; default: 1 where the cluster "
                                          "has GPUs, else 0)."),
+    cpus: Optional[float] = typer.Option(None, "--cpus-per-actor", help="With --engine ray: CPUs (and torch threads) "
+                                         "each actor holds (default: the CPUs shared among the actors)."),
+    batch_tokens: Optional[int] = typer.Option(None, "--batch-tokens", help="With --engine ray: words (response "
+                                               "and samples) per batch of whole detector chunks (default 64,000)."),
     method_option: Optional[list[str]] = MethodOptionOpt,
     model: Optional[str] = ModelOpt,
     base_url: Optional[str] = BaseUrlOpt,
@@ -103,7 +107,8 @@ def score(
         if claims or model or base_url or samples:
             raise ValueError("--claims, --samples and LLM methods (--model, --base-url) run with --engine local (the "
                              "Ray output holds sentences and answers only; its actors load no LLM)")
-        return _score_on_ray(engine, path, output, resume, address, (actors, gpus), as_json, options)
+        return _score_on_ray(engine, path, output, resume, address, (actors, gpus, cpus, batch_tokens), as_json,
+                             options)
     _score_local(path, output, resume, as_json, {**options, "claims": claims},
                  (model, base_url, backend, chat, api_key_env, cache), samples)
 
@@ -318,8 +323,9 @@ def _render_figures(figures: dict, name: str, as_json: bool) -> None:
 
 
 def _score_on_ray(engine, path, output, resume, address, pool, as_json, options) -> None:
-    """``score --engine ray``: the library's :func:`~halluscope.scale.score_with_ray` (``pool``: actors and GPUs per
-    actor; ``options``: the Detector's, as the local path sets them), then a one-line summary."""
+    """``score --engine ray``: the library's :func:`~halluscope.scale.score_with_ray` (``pool``: actors, GPUs and
+    CPUs per actor, tokens per batch; ``options``: the Detector's, as the local path sets them), then a one-line
+    summary."""
     from dataclasses import asdict
 
     from rich.text import Text
@@ -332,7 +338,8 @@ def _score_on_ray(engine, path, output, resume, address, pool, as_json, options)
         raise ValueError("--engine ray needs an input (a file, folder or glob of shards) and -o OUT/ (a folder)")
     try:
         run = score_with_ray(str(path), output, address=address, num_actors=pool[0], num_gpus_per_actor=pool[1],
-                             resume=resume, progress=True, **options)
+                             num_cpus_per_actor=pool[2], resume=resume, progress=True,
+                             **({"batch_tokens": pool[3]} if pool[3] else {}), **options)
     except ImportError as e:  # Ray missing: one line, exit 2, like every library error (printed as written)
         raise ValueError(str(e)) from None
     except KeyboardInterrupt:
