@@ -349,6 +349,8 @@ def test_resume_rescores_a_shard_that_lost_a_file_or_grew_and_reports_ids_in_two
     b.unlink()
     gone = score_with_ray(src, out, methods=["ngram1_max"], num_actors=1)
     assert gone.stale_shards == [str(b.resolve())] and gone.errors_before == 1 and gone.records == 0
+    manifest = json.loads((out / "manifest.json").read_text())  # when it was started, and last run by which version
+    assert manifest["started_at"] <= manifest["last_run"]["at"] and manifest["last_run"]["halluscope"]
 
 
 def test_an_earlier_lists_invalid_records_are_not_read_back(cluster, slice4, tmp_path):

@@ -225,7 +225,12 @@ def _make_plan(output_dir, methods, detector_options, batch_tokens, shard_record
 
 def _open_output(plan: _Plan, resume: bool) -> dict:
     """The manifest to extend: the folder's own when resuming (same methods and options, else an error), a new
-    one otherwise (the previous run's parts removed)."""
+    one otherwise (the previous run's parts removed); it says when the folder was started and last run, by which
+    halluscope."""
+    import datetime as dt
+
+    from .. import __version__
+
     plan.out.mkdir(parents=True, exist_ok=True)
     opts = {k: v for k, v in plan.detector_kwargs.items() if k != "methods"}
     run = {"methods": list(plan.detector_kwargs["methods"]), "options": json.loads(json.dumps(opts, default=str))}
@@ -235,7 +240,9 @@ def _open_output(plan: _Plan, resume: bool) -> dict:
     else:
         output.clear(plan.out)
         manifest = output.load_manifest(plan.out)
-    manifest.update(run)
+    now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    manifest.update(run, last_run={"at": now, "halluscope": __version__})
+    manifest.setdefault("started_at", now)
     output.save_manifest(plan.out, manifest)
     return manifest
 
