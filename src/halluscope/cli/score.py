@@ -83,10 +83,8 @@ def score(
     gpus: Optional[float] = typer.Option(None, "--gpus-per-actor", help="With --engine ray: GPUs each actor holds "
                                          "(e.g. 0.5: two actors per GPU; 0: CPUs only; default: 1 where the cluster "
                                          "has GPUs, else 0)."),
-    cpus: Optional[float] = typer.Option(None, "--cpus-per-actor", help="With --engine ray: CPUs (and torch threads) "
-                                         "each actor holds (default: the CPUs shared among the actors)."),
-    batch_tokens: Optional[int] = typer.Option(None, "--batch-tokens", help="With --engine ray: words (response "
-                                               "and samples) per batch of whole detector chunks (default 64,000)."),
+    cpus: Optional[float] = typer.Option(None, "--cpus-per-actor", help="With --engine ray: CPUs (threads) per actor."),
+    batch_tokens: Optional[int] = typer.Option(None, "--batch-tokens", help="With --engine ray: words per batch."),
     method_option: Optional[list[str]] = MethodOptionOpt,
     model: Optional[str] = ModelOpt,
     base_url: Optional[str] = BaseUrlOpt,
