@@ -84,7 +84,7 @@ def test_bad_input_file_is_reported_and_valid_records_scored(tmp_path):
     assert r.exit_code == 3  # some records skipped
     assert "record b: field 'response': missing" in r.output
     r = runner.invoke(app, ["score", str(tmp_path / "nope.jsonl")])
-    assert r.exit_code == 2 and "does not exist" in r.output
+    assert r.exit_code == 2 and "no such file or folder" in r.output
     r = runner.invoke(app, ["score", str(p), "--methods", "magic"])
     assert r.exit_code == 2 and "unknown method 'magic'" in r.output
 

@@ -373,3 +373,49 @@ def test_grades_as_a_csv_or_pandas_writes_them():
     for v in ("yes", 2, 0.5, "2"):
         with pytest.raises(ValueError, match=f"field 'correct': must be true or false, or 1 or 0.*got {v!r}"):
             Record.from_dict({**rec, "correct": v})
+
+
+def test_a_folder_or_glob_of_files_is_read_as_one_input_on_both_engines(tmp_path):
+    """A folder (or glob) of input files: records with no id are named FILE:N (the same in every file would
+    collide), a bad line or an id already met in an earlier file is an error naming its file, the other files are
+    still read, files that are not input are left; the Ray engine's shards read the same ids. One file: ids as
+    before. An output inside the folder is refused (the next run would read it as input)."""
+    from typer.testing import CliRunner
+
+    from halluscope.cli import app
+    from halluscope.io import check_output, read_inputs
+    from halluscope.scale.shards import file_shards, split_shard
+
+    day = tmp_path / "day"
+    day.mkdir()
+    anon = {k: v for k, v in GOOD.items() if k != "id"}
+    _write_jsonl(day / "a.jsonl", [anon, "{not json", {**GOOD, "id": "same"}])
+    _write_jsonl(day / "b.jsonl", [anon, {**GOOD, "id": "same", "response": "Lyon is in France."}])
+    (day / "c.csv").write_text("response,samples\nhello there.,\"[\"\"hi\"\"]\"\n")
+    (day / "notes.txt").write_text("not input")
+    (tmp_path / "empty").mkdir()
+
+    recs, errs = read_inputs(day)
+    assert [r.id for r in recs] == ["a.jsonl:0", "same", "b.jsonl:0", "c.csv:0"]
+    assert recs[1].response == GOOD["response"]  # the first file's record under a repeated id is kept
+    assert [(e.record, e.field, e.source) for e in errs] == [("line 2", "<json>", "a.jsonl"), ("same", "id", "b.jsonl")]
+    assert "already in a.jsonl" in errs[1].message and str(errs[1]).startswith("b.jsonl: record same")
+    assert errs[1].to_dict()["source"] == "b.jsonl"
+    assert [r.id for r in read_inputs(day / "*.jsonl")[0]] == ["a.jsonl:0", "same", "b.jsonl:0"]
+    assert [r.id for r in read_inputs(day / "b.jsonl")[0]] == ["0", "same"]  # one file: positions alone
+    ray_ids = [r["id"] for s in file_shards(day) for b in split_shard({"shard": s.key, "source": s.source,
+                                                                        "id_prefix": s.id_prefix}, 16, 10**6)
+               for r in json.loads(b["records"])]
+    assert ray_ids == ["a.jsonl:0", "same", "b.jsonl:0", "same", "c.csv:0"]  # Ray scores both 'same' (and lists it)
+    with pytest.raises(FileNotFoundError, match="no input files"):
+        read_inputs(tmp_path / "empty")
+    with pytest.raises(ValueError, match="read as input by the next run"):
+        check_output(day / "scores.jsonl", day)
+
+    out = tmp_path / "scores.jsonl"
+    r = CliRunner().invoke(app, ["score", str(day), "-m", "ngram1_max", "-o", str(out)])
+    assert r.exit_code == 3, r.output
+    assert "not read: 1 file of" in r.output and "notes.txt" in r.output
+    assert [json.loads(x)["id"] for x in out.read_text().splitlines()] == ["a.jsonl:0", "same", "b.jsonl:0", "c.csv:0"]
+    side = [json.loads(x) for x in (tmp_path / "scores.jsonl.errors.jsonl").read_text().splitlines()]
+    assert [x["source"] for x in side] == ["a.jsonl", "b.jsonl"]

@@ -5,7 +5,7 @@
     results.to_df()          # one row per sentence, one column per method (higher = more likely hallucinated)
 """
 
-from .io import read_records, read_results, write_errors, write_results
+from .io import read_inputs, read_records, read_results, write_errors, write_results
 from .pipeline import DEFAULT_METHODS, Detector, available_methods
 from .types import ItemResult, Record, RecordError, Results
 
@@ -17,6 +17,7 @@ __all__ = [
     "RecordError",
     "Results",
     "available_methods",
+    "read_inputs",
     "read_records",
     "read_results",
     "write_errors",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import csv
 import dataclasses
+import glob
 import json
 import math
 import os
@@ -82,8 +83,10 @@ def _parquet_rows(path: Path) -> list[dict]:
     return [{k: plain_value(v) for k, v in row.items()} for row in rows]
 
 
-def records_from_objects(objs: Iterable[Any], need_samples: bool = True) -> tuple[list[Record], list[RecordError]]:
-    """Validate raw dicts (or :class:`Record` objects) one by one; return the valid records and the errors."""
+def records_from_objects(objs: Iterable[Any], need_samples: bool = True, id_prefix: str = ""
+                         ) -> tuple[list[Record], list[RecordError]]:
+    """Validate raw dicts (or :class:`Record` objects) one by one; return the valid records and the errors. A record
+    with no id is given its position (from 0), after ``id_prefix`` (a file's name where the input is several)."""
     records: list[Record] = []
     errors: list[RecordError] = []
     seen: dict[str, int] = {}  # id -> position of the record that has it
@@ -93,8 +96,8 @@ def records_from_objects(objs: Iterable[Any], need_samples: bool = True) -> tupl
             continue
         fields = _record_fields(obj) if isinstance(obj, Record) else obj  # a Record is checked as a dict is
         try:
-            rec = Record.from_dict(_normalize_keys(fields) if isinstance(fields, Mapping) else fields, index=i,
-                                   need_samples=need_samples)
+            rec = Record.from_dict(_normalize_keys(fields) if isinstance(fields, Mapping) else fields,
+                                   index=f"{id_prefix}{i}" if id_prefix else i, need_samples=need_samples)
         except RecordError as e:
             errors.append(e)
             continue
@@ -214,14 +217,15 @@ def _jsonl_objects(raw: bytes) -> tuple[list[Any], list[RecordError]]:
     return objs, bad
 
 
-def read_records(path: str | Path, need_samples: bool = True) -> tuple[list[Record], list[RecordError]]:
+def read_records(path: str | Path, need_samples: bool = True, id_prefix: str = ""
+                 ) -> tuple[list[Record], list[RecordError]]:
     """Read records from a ``.jsonl``, ``.json``, ``.csv`` or ``.parquet`` file.
 
     JSONL: one object per line. JSON: a list of objects, or ``{"records": [...]}``. CSV: columns ``response``,
     ``samples`` (a JSON list) or ``sample_1..sample_N``, optional ``id``, ``prompt`` (or ``question``),
     ``sentences``/``labels`` (JSON lists). Parquet: the same columns, lists as list columns. Every line or record
     that cannot be used becomes an error naming it and the field; the other records are still returned. A file with
-    no record at all is an error of its own.
+    no record at all is an error of its own. A record with no id is named by its position, after ``id_prefix``.
     """
     path = Path(path)
     if not path.is_file():
@@ -231,7 +235,7 @@ def read_records(path: str | Path, need_samples: bool = True) -> tuple[list[Reco
         raise RecordError(str(path), "<file>",
                           f"unknown file type {suffix!r} (use .jsonl, .json, .csv or .parquet)")
     if suffix == ".parquet":
-        return records_from_objects(_parquet_rows(path), need_samples)
+        return records_from_objects(_parquet_rows(path), need_samples, id_prefix)
     try:
         raw = path.read_bytes()
     except OSError as e:
@@ -245,11 +249,11 @@ def read_records(path: str | Path, need_samples: bool = True) -> tuple[list[Reco
             raise RecordError(str(path), "<file>", f"cannot read CSV: {e}") from e
         if not rows:
             raise RecordError(str(path), "<file>", "no records in the file (a header and no row)")
-        recs, errs = records_from_objects(rows, need_samples)
+        recs, errs = records_from_objects(rows, need_samples, id_prefix)
         return recs, bad + errs
     if suffix == ".jsonl":
         objs, bad = _jsonl_objects(raw)
-        recs, errs = records_from_objects(objs, need_samples)
+        recs, errs = records_from_objects(objs, need_samples, id_prefix)
         return recs, bad + errs
     try:
         data = json.loads(raw.decode("utf-8-sig"))
@@ -263,7 +267,81 @@ def read_records(path: str | Path, need_samples: bool = True) -> tuple[list[Reco
         raise RecordError(str(path), "<file>", "a JSON file must hold a list of records or {'records': [...]}")
     if not data:
         raise RecordError(str(path), "<file>", "no records in the file (an empty list)")
-    return records_from_objects(data, need_samples)
+    return records_from_objects(data, need_samples, id_prefix)
+
+
+INPUT_TYPES = (".jsonl", ".json", ".csv", ".parquet")
+
+
+def input_files(source: str | Path) -> list[Path]:
+    """The input files of a path: the file itself, every input file in a folder, or the matches of a glob
+    (sorted, so they come in the same order on every run)."""
+    text = str(source)
+    p = Path(source)
+    if p.is_dir():
+        files = sorted(f for f in p.iterdir() if f.is_file() and f.suffix.lower() in INPUT_TYPES)
+    elif any(c in text for c in "*?["):
+        files = sorted(Path(x) for x in glob.glob(text, recursive=True) if Path(x).is_file())
+    else:
+        if not p.is_file():
+            raise FileNotFoundError(f"{source}: no such file or folder")
+        files = [p]
+    if not files:
+        raise FileNotFoundError(f"{source}: no input files ({', '.join(INPUT_TYPES)})")
+    bad = [f for f in files if f.suffix.lower() not in INPUT_TYPES]
+    if bad:
+        raise ValueError(f"{bad[0]}: unknown file type (use {', '.join(INPUT_TYPES)})")
+    return [f.resolve() for f in files]
+
+
+def ignored_files(source: str | Path) -> list[Path]:
+    """The files of a folder source that are not input files (e.g. ``.jsonl.gz``, ``README.txt``): said, not read."""
+    p = Path(source)
+    return sorted(f for f in p.iterdir() if f.is_file() and f.suffix.lower() not in INPUT_TYPES) if p.is_dir() else []
+
+
+def several_files(source: str | Path) -> bool:
+    """Whether a source names its input files by a folder or a glob (a record with no id is then named FILE:N)."""
+    return not Path(source).is_file()
+
+
+def id_prefix(file: Path, source: str | Path) -> str:
+    """What goes before the position of a record with no id: nothing in a single input file, the file's name and
+    ':' in a folder or a glob (``day1.jsonl:7``), so the records of different files keep different ids."""
+    return f"{file.name}:" if several_files(source) else ""
+
+
+def read_inputs(source: str | Path, need_samples: bool = True) -> tuple[list[Record], list[RecordError]]:
+    """The records of a file, a folder of input files or a glob, in file order, and the errors of the others.
+
+    A file that cannot be read at all, a bad record and an id already met in an earlier file are errors carrying
+    the file's name (``source``); the other files are still read. A source with no valid record anywhere raises."""
+    files = input_files(source)
+    if not several_files(source):
+        return read_records(files[0], need_samples)
+    records: list[Record] = []
+    errors: list[RecordError] = []
+    first: dict[str, str] = {}  # id -> the file that holds it first
+    for f in files:
+        try:
+            recs, errs = read_records(f, need_samples, id_prefix(f, source))
+        except RecordError as e:
+            errors.append(e)
+            continue
+        for e in errs:
+            e.source = f.name
+        errors += errs
+        for r in recs:
+            if r.id in first:
+                errors.append(RecordError(r.id, "id", f"duplicate id: already in {first[r.id]}, whose record is "
+                                          "scored (ids must be unique across the files)", f.name))
+                continue
+            first[r.id] = f.name
+            records.append(r)
+    if not records:
+        raise RecordError(str(source), "<file>", f"no valid record in its {len(files)} input files"
+                          + (f" (first: {errors[0]})" if errors else ""))
+    return records, errors
 
 
 def pick(items: list, positions: list[int] | None, what: str = "the records") -> list:
@@ -418,6 +496,10 @@ def check_output(path: str | Path, source: str | Path | None = None) -> Path:
         raise ValueError(f"the output {path} is a folder: name a file in it")
     if source is not None and path.exists() and path.resolve() == Path(source).resolve():
         raise ValueError(f"the output {path} is the input file: write the results to another file")
+    if source is not None and several_files(source) and path.suffix.lower() in INPUT_TYPES and (
+            path.resolve().parent == Path(source).resolve() or path.match(str(source))):
+        raise ValueError(f"the output {path} would be read as input by the next run on {source}: write it "
+                         "elsewhere")
     folder = next((p for p in (path.parent, *path.parent.parents) if p.exists()), Path("."))
     if not folder.is_dir() or not os.access(folder, os.W_OK):
         raise ValueError(f"the output {path} cannot be written: {folder} is not a folder this user can write to")

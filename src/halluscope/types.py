@@ -36,15 +36,23 @@ def _grade(v):
 class RecordError(ValueError):
     """A record that cannot be scored. Names the record and the field at fault."""
 
-    def __init__(self, record: str, field: str, message: str):
+    def __init__(self, record: str, field: str, message: str, source: str | None = None):
         self.record = record
         self.field = field
         self.message = message
+        self.source = source  # the input file, where the input is several (a folder or a glob)
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
         # "<file>": the file itself (missing, empty, not JSON), named as a file, not as a record
-        super().__init__(f"{record}: {message}" if field == "<file>" else f"record {record}: field '{field}': {message}")
+        if self.field == "<file>":
+            return f"{self.record}: {self.message}"
+        text = f"record {self.record}: field '{self.field}': {self.message}"
+        return f"{self.source}: {text}" if self.source else text
 
     def to_dict(self) -> dict:
-        return {"record": self.record, "field": self.field, "message": self.message}  # the service's 422 shape
+        d = {"record": self.record, "field": self.field, "message": self.message}  # the service's 422 shape
+        return {**d, "source": self.source} if self.source else d
 
 
 def has_content(text: str) -> bool:

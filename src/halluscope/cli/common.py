@@ -122,16 +122,21 @@ def _detector(methods, encoder, layer, nli, baseline=None, combine=None, precisi
 
 
 def _read_records_or_exit(path: Path):
-    """Read records; an unreadable file ends the command (exit 2), bad records are reported and skipped."""
-    from ..io import read_records
+    """Read the records of a file, a folder of input files or a glob; an input with no record to read ends the
+    command (exit 2), bad records are reported and skipped, a folder's files that are not input are said."""
+    from ..io import ignored_files, read_inputs
 
     try:
-        recs, errors = read_records(path)
-    except RecordError as e:
+        recs, errors = read_inputs(path)
+    except (RecordError, FileNotFoundError) as e:
         say(e)
         raise typer.Exit(2)
     for e in errors:
         say(e, "skipped", "yellow")
+    ignored = ignored_files(path)
+    if ignored:
+        say(f"{len(ignored)} file{'s' * (len(ignored) > 1)} of {path} that {'are' if len(ignored) > 1 else 'is'} not input (.jsonl, .json, .csv, .parquet): "
+            f"{', '.join(f.name for f in ignored[:5])}{' ...' if len(ignored) > 5 else ''}", "not read:", "yellow")
     return recs, errors
 
 

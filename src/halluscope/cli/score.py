@@ -51,7 +51,8 @@ from .render import _table, show_results
 @app.command()
 @fails
 def score(
-    path: Optional[Path] = typer.Argument(None, help="Records (.jsonl, .json, .csv); default: the bundled examples."),
+    path: Optional[Path] = typer.Argument(None, help="Records: a .jsonl, .json, .csv or .parquet file, a folder of "
+                                          "them or a glob; default: the bundled examples."),
     methods: Optional[str] = MethodsOpt,
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write results (.jsonl/.json/.csv/.parquet)."
                                           " A .jsonl output is written as the run goes, a batch of 16 records at"

@@ -27,10 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..io import ignored_files, input_files
 from ..pipeline import _progress, rich_bar
 from . import output
 from .finish import finish_combination, needs_run_combination
-from .shards import Shard, file_shards, ignored_files, input_files, record_shards, split_shard
+from .shards import Shard, file_shards, record_shards, split_shard
 
 RAY_MISSING = "Ray is not installed: pip install 'halluscope[ray]'"
 RAY_CLIENT = ("a ray:// address (Ray Client) cannot carry this run: Ray Data's streamed results do not come back "
@@ -355,7 +356,7 @@ def _shard_input(ray, shards: list[Shard], plan: _Plan):
     saved = ctx.target_max_block_size
     ctx.target_max_block_size = 1  # captured by the datasets built below, restored for everything else
     try:
-        rows = [{"shard": s.key, "source": s.source, "records": s.records} for s in shards]
+        rows = [{"shard": s.key, "source": s.source, "records": s.records, "id_prefix": s.id_prefix} for s in shards]
         ds = ray.data.from_items(rows, override_num_blocks=len(rows))
         return ds.flat_map(split_shard, fn_kwargs={"chunk_size": plan.chunk_size, "batch_tokens": plan.batch_tokens},
                            num_cpus=0)

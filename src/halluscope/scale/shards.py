@@ -11,7 +11,6 @@ text shared by records of different chunks, which one process encodes once and r
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import json
 import math
@@ -20,11 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from ..io import read_records, records_from_objects
+from ..io import id_prefix, input_files, read_records, records_from_objects
 from ..types import Record, RecordError
-
-SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
-
 
 @dataclass(frozen=True)
 class Shard:
@@ -36,6 +32,7 @@ class Shard:
     source: str
     records: str = ""
     stamp: str = ""  # a file's size and modification time when the run planned it: a changed file is scored again
+    id_prefix: str = ""  # before the position of a record with no id: "FILE:" in a folder or glob (io.id_prefix)
 
 
 KEY_DIGEST = 10  # hex digits of a shard key's hash (scale.output reads part names by it)
@@ -52,42 +49,17 @@ def shard_key(name: str, identity: str) -> str:
     return f"{stem}-{digest(identity)}"
 
 
-def input_files(source: str | Path) -> list[Path]:
-    """The input files of a path: the file itself, every input file in a folder, or the matches of a glob
-    (sorted, so the shards come in the same order on every run)."""
-    text = str(source)
-    p = Path(source)
-    if p.is_dir():
-        files = sorted(f for f in p.iterdir() if f.is_file() and f.suffix.lower() in SUFFIXES)
-    elif any(c in text for c in "*?["):
-        files = sorted(Path(x) for x in glob.glob(text, recursive=True) if Path(x).is_file())
-    else:
-        if not p.is_file():
-            raise FileNotFoundError(f"{source}: no such file or folder")
-        files = [p]
-    if not files:
-        raise FileNotFoundError(f"{source}: no input files ({', '.join(SUFFIXES)})")
-    bad = [f for f in files if f.suffix.lower() not in SUFFIXES]
-    if bad:
-        raise ValueError(f"{bad[0]}: unknown file type (use {', '.join(SUFFIXES)})")
-    return [f.resolve() for f in files]
-
-
 def file_shards(source: str | Path) -> list[Shard]:
     """One shard per input file, keyed by the file's name and its absolute path, stamped with its size and
-    modification time (a file that grows after its shard finished is scored again on resume)."""
-    return [Shard(shard_key(f.stem, str(f)), str(f), stamp=file_stamp(f)) for f in input_files(source)]
+    modification time (a file that grows after its shard finished is scored again on resume). A record with no id
+    is named as ``score --engine local`` names it (:func:`halluscope.io.id_prefix`)."""
+    return [Shard(shard_key(f.stem, str(f)), str(f), stamp=file_stamp(f), id_prefix=id_prefix(f, source))
+            for f in input_files(source)]
 
 
 def file_stamp(f: Path) -> str:
     st = f.stat()
     return f"{st.st_size}:{st.st_mtime_ns}"
-
-
-def ignored_files(source: str | Path) -> list[Path]:
-    """The files of a folder source that are not input files (e.g. ``.jsonl.gz``, ``README.txt``): said, not read."""
-    p = Path(source)
-    return sorted(f for f in p.iterdir() if f.is_file() and f.suffix.lower() not in SUFFIXES) if p.is_dir() else []
 
 
 def record_shards(records: Iterable[Any], chunk_size: int, shard_records: int
@@ -124,7 +96,7 @@ def read_shard(shard: Shard) -> tuple[list[Record], list[RecordError]]:
     """The valid records of a shard and the errors of the others (as ``halluscope score`` reads the file)."""
     if shard.records:
         return records_from_objects(json.loads(shard.records))
-    return read_records(Path(shard.source))
+    return read_records(Path(shard.source), id_prefix=shard.id_prefix)
 
 
 def approx_tokens(r: Record) -> int:
@@ -155,7 +127,7 @@ def split_shard(row: dict, chunk_size: int, batch_tokens: int) -> list[dict]:
     """Ray Data ``flat_map`` function: one shard row in, one row per token batch out. The shard's record errors
     ride on its first batch; a file that cannot be read at all gives one empty batch with ``failed`` set, so the
     shard is not recorded as finished and a re-run tries it again."""
-    shard = Shard(row["shard"], row["source"], row.get("records") or "")
+    shard = Shard(row["shard"], row["source"], row.get("records") or "", id_prefix=row.get("id_prefix") or "")
     failed = False
     try:
         records, errors = read_shard(shard)
