@@ -39,7 +39,7 @@ def ensemble_sac3(
     """SAC3 NQ-Open: AUROC and F1 of each component, BSDetector, semantic entropy and the cross-validated ensemble,
     beside the paper's Table 1 (NQ-Open F1). The answers are given (gpt-3.5's), so an LLM judge here is external;
     its backend also serves the LLM methods named in --components (p_true, verbalized, likert_judge, ...)."""
-    from ..evaluation.response_report import markdown_table, write_figures
+    from ..evaluation.response_report import markdown_table, save_json, write_figures
     from ..evaluation.sac3 import load_sac3, run_sac3
 
     from ..engine import store
@@ -63,7 +63,7 @@ def ensemble_sac3(
         out["figures"] = write_figures(out, figures, "sac3", f"SAC3 NQ-Open ({out['n']} answers)")
         (figures / "sac3.md").write_text(markdown_table(out) + "\n")
     if output:
-        output.write_text(json.dumps(json_safe(out), indent=1))
+        save_json(out, output)
     if as_json:
         print(json.dumps(json_safe({k: v for k, v in out.items() if k not in ("scores", "judge_replies")}), indent=1))
     else:
