@@ -62,3 +62,39 @@ def test_parser_split_agrees_with_the_rule_split(wikibio):
     a = np.concatenate([x.sentence for x in rule])
     b = np.concatenate([x.sentence for x in par])
     assert np.corrcoef(a, b)[0, 1] > 0.97
+
+
+def test_rouge_l_lcs_and_scores():
+    """ROUGE-L (``rouge_l``): the bit-parallel LCS equals the textbook dynamic programme on random word strings; the
+    score is 1 - mean F1 over the samples (hand-computed), 0 for samples repeating the answer, and a wrong short
+    answer scores above the right one; a sample with no word shares nothing. As a response method it reaches the
+    ensemble's components and the methods list."""
+    import random
+
+    from halluscope.engine.components import uncomputable
+    from halluscope.scorers.rouge import lcs_length, rouge_l_f1, words
+
+    def dp(a, b):
+        m = [[0] * (len(b) + 1) for _ in range(len(a) + 1)]
+        for i, x in enumerate(a):
+            for j, y in enumerate(b):
+                m[i + 1][j + 1] = m[i][j] + 1 if x == y else max(m[i][j + 1], m[i + 1][j])
+        return m[-1][-1]
+
+    rnd = random.Random(0)
+    for _ in range(500):
+        a, b = ([rnd.choice("abcd") for _ in range(rnd.randint(0, 70))] for _ in range(2))
+        assert lcs_length(a, b) == dp(a, b), (a, b)
+    assert words("Canberra is the Capital, of 3.5 km!") == ["canberra", "is", "the", "capital", "of", "3", "5", "km"]
+    assert rouge_l_f1(words("a b"), words("...")) == 0.0
+
+    samples = ["The capital of Australia is Canberra.", "Canberra is the capital of Australia."]
+    res = Detector(methods=["rouge_l"]).score([
+        {"id": "right", "response": "Canberra is the capital of Australia.", "samples": samples},
+        {"id": "same", "response": "Canberra is the capital of Australia.", "samples": [samples[1]] * 2},
+        {"id": "wrong", "response": "Sydney is the capital of Australia.", "samples": samples}])
+    got = {it.id: it.passage_scores["rouge_l"] for it in res.items}
+    # right: LCS with the first sample is "the capital of australia" (4 of 6 words each side): F1 2/3; the second 1
+    assert got["right"] == pytest.approx(1 - (2 / 3 + 1) / 2) and got["same"] == 0.0
+    assert got["wrong"] > got["right"]
+    assert "rouge_l" not in uncomputable(["rouge_l"])

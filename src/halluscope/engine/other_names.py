@@ -37,7 +37,9 @@ OTHER_NAMES: dict[str, tuple[str, str | None, str]] = {
                               "Polygraph's code differs"),
     "ptrue": ("LM-Polygraph", "p_true", "1 - P(True) normalized over True / False, not -log P"),
     "ptruesampling": ("LM-Polygraph", "p_true", "the share of sampled verdicts without log-probs"),
-    "lexicalsimilarity": ("LM-Polygraph", None, "no ROUGE / BLEU method: the n-gram methods are the lexical ones"),
+    "lexicalsimilarity": ("LM-Polygraph", "rouge_l", "ROUGE-L of the response against each sample; Polygraph's reads "
+                          "pairs of samples, stemmed; no BLEU"),
+    "rougel": ("LM-Polygraph", "rouge_l", "1 - mean ROUGE-L F1 of the response and each sample"),
 }
 
 
