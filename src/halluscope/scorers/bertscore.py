@@ -9,7 +9,8 @@ spaCy tokens or fewer, punctuation counted: of WikiBio's 34,354 sample sentences
 such as "In 1982, after"); where every sentence of a sample is that short, the sample's sentences are kept. With a
 baseline file, F1 is rescaled as (F1 - b) / (1 - b) (bert_score's ``rescale_with_baseline``): a linear map that
 changes the values, not the ranking. Each unique sentence is encoded once (shared :class:`~halluscope.models.Encoder`
-cache); all sentence-pair similarities of a record come from one batched matrix product.
+cache); all sentence-pair similarities of a record come from one batched matrix product, cut into blocks of pairs
+where that product would exceed ``BLOCK`` similarities (a long answer against long samples: memory stays bounded).
 """
 
 from __future__ import annotations
@@ -34,8 +35,39 @@ def _pad(vecs: list[np.ndarray]):
     return out, mask
 
 
-def bertscore_f1(ref: list[np.ndarray], cand: list[np.ndarray]) -> np.ndarray:
-    """BERTScore F1 of every (reference, candidate) pair: a [len(ref), len(cand)] matrix."""
+BLOCK = 2**24  # token-pair similarities held at once (64 MB in fp32; masking and maxima take about three times it)
+
+
+def bertscore_f1(ref: list[np.ndarray], cand: list[np.ndarray], block: int = BLOCK) -> np.ndarray:
+    """BERTScore F1 of every (reference, candidate) pair: a [len(ref), len(cand)] matrix. In one product where the
+    padded [len(ref), len(cand), Lr, Lc] similarities fit in ``block``; else in blocks of references and of
+    candidates, each of like length (the same pairs, the same values to float rounding)."""
+    lr, lc = max(len(r) for r in ref), max(len(c) for c in cand)
+    if len(ref) * len(cand) * lr * lc <= block:
+        return _f1_block(ref, cand)
+    out = np.empty((len(ref), len(cand)), np.float32)
+    for rows in _runs(ref, max(1, block // lc)):  # each run of references fits against the longest candidate
+        for cols in _runs(cand, max(1, block // (len(rows) * len(ref[rows[-1]])))):
+            out[np.ix_(rows, cols)] = _f1_block([ref[i] for i in rows], [cand[j] for j in cols])
+    return out
+
+
+def _runs(vecs: list[np.ndarray], cap: int) -> list[list[int]]:
+    """Positions of ``vecs`` sorted by length, cut into runs of k with k times the run's longest length at most
+    ``cap`` (at least one each)."""
+    order = sorted(range(len(vecs)), key=lambda k: len(vecs[k]))
+    runs, start = [], 0
+    while start < len(order):
+        stop = start + 1
+        while stop < len(order) and (stop + 1 - start) * len(vecs[order[stop]]) <= cap:
+            stop += 1
+        runs.append(order[start:stop])
+        start = stop
+    return runs
+
+
+def _f1_block(ref: list[np.ndarray], cand: list[np.ndarray]) -> np.ndarray:
+    """BERTScore F1 of every (reference, candidate) pair in one batched product."""
     import torch
 
     R, rm = _pad(ref)
