@@ -32,3 +32,25 @@ def test_token_arrays_equal_spacy_on_wikibio_and_edge_cases(wikibio):
         assert np.array_equal(ids, a[:, 0].view(np.uint64)), texts[k]
         assert np.array_equal(got_orth[k][0], a[:, 1].view(np.uint64)), texts[k]
         assert np.array_equal(sp, space), texts[k]
+
+
+def test_markdown_answers_are_split_into_their_blocks_and_plain_text_as_before(wikibio):
+    """A chat answer's Markdown: each list item is a unit without its marker (a number was a 'sentence' of its own,
+    or glued to the item before), headings, code blocks, rules and a table's header are not scored, a table row is a
+    unit, a quote loses its '>'. Text without Markdown lines (every WikiBio response and sample) is split as
+    blingfire splits it whole."""
+    from halluscope.text import _blingfire, split_sentences
+
+    answer = ("## Setting up\n\nFollow these steps:\n1. Open a terminal\n2. Run `python -m venv .venv`\n"
+              "3. Activate it. Then install.\n\n- **Note:** Python 3.12.1 works\n  on every platform.\n"
+              "* Second bullet\n\n| Planet | Moons |\n|:---|---:|\n| Mars | 2 |\n\n```python\nx = 1  # set. Done.\n```\n"
+              "> Quoted claim here.\n\n---\nThe end. Really.")
+    assert split_sentences(answer) == (
+        "Follow these steps:", "Open a terminal", "Run `python -m venv .venv`", "Activate it.", "Then install.",
+        "**Note:** Python 3.12.1 works on every platform.", "Second bullet", "| Mars | 2 |", "Quoted claim here.",
+        "The end.", "Really.")
+    assert split_sentences("He was born in 1820.\nHe died in 1890. He was 70.") == (
+        "He was born in 1820.", "He died in 1890.", "He was 70.")
+    assert split_sentences("```\nprint(1)\n```") == ()  # code alone: nothing to split (the record's whole text)
+    texts = [t for r in wikibio[:60] for t in (r.response, *r.samples)]
+    assert [split_sentences(t) for t in texts] == [_blingfire(t.strip()) for t in texts]

@@ -24,14 +24,73 @@ _CLOSERS = {'"', "'", ")", "]", "”", "’"}
 
 @lru_cache(maxsize=200_000)
 def split_sentences(text: str) -> tuple[str, ...]:
-    """Split a text into sentences (stripped, non-empty)."""
-    import blingfire
-
+    """Split a text into sentences (stripped, non-empty). A text with Markdown structure on lines of its own (list
+    items, headings, tables, code fences: a chat assistant's answer) is first cut into its blocks
+    (:func:`markdown_blocks`), so a list item is a unit of its own and a heading, a code block or a list marker is
+    never scored as a sentence; any other text, WikiBio's included, goes to blingfire whole, as before."""
     text = text.strip()
     if not text:
         return ()
+    if "\n" in text and _MD_LINE.search(text):
+        return tuple(s for block in markdown_blocks(text) for s in _blingfire(block))
+    return _blingfire(text)
+
+
+def _blingfire(text: str) -> tuple[str, ...]:
+    import blingfire
+
     parts = [p.strip() for p in blingfire.text_to_sentences(text).split("\n")]
     return tuple(p for p in parts if p)
+
+
+# A line of Markdown structure: a list item ("- ", "* ", "+ ", "1. ", "2) "), an ATX heading, a table row, a fence.
+_MD_LINE = re.compile(r"^[ \t]*(?:[-*+][ \t]+\S|\d{1,3}[.)][ \t]+\S|#{1,6}(?:[ \t]|$)|\||```|~~~)", re.M)
+_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d{1,3}[.)])[ \t]+(?=\S)")
+_HEADING = re.compile(r"^#{1,6}(?:[ \t]|$)")
+_RULE = re.compile(r"^(?:[-*_][ \t]*){3,}$")  # a horizontal rule: ---, ***, ___
+_TABLE_EDGE = re.compile(r"^\|?[ \t]*:?-{2,}:?[ \t]*(?:\|[ \t]*:?-{2,}:?[ \t]*)*\|?$")  # |---|:--:|
+
+
+def markdown_blocks(text: str) -> list[str]:
+    """The prose blocks of a Markdown text, in order: paragraphs (their lines joined by spaces), each list item
+    without its marker ("- ", "3. "), each table row but the header, a block quote without its "> ". Left out:
+    headings (titles, not claims), code blocks between fences, horizontal rules. Each block is split into
+    sentences as plain text is."""
+    blocks: list[str] = []
+    cur: list[str] = []
+    fence = ""
+    header_at = -1  # the position in ``blocks`` of the last table row, which a |---| line makes a header
+
+    def flush() -> None:
+        if cur:
+            blocks.append(" ".join(cur))
+            cur.clear()
+
+    for line in text.split("\n"):
+        s = line.strip()
+        if fence:
+            fence = "" if s.startswith(fence) else fence
+            continue
+        if s.startswith(("```", "~~~")):
+            flush()
+            fence = s[:3]
+        elif not s or _HEADING.match(s) or _RULE.match(s):
+            flush()
+        elif s.startswith("|"):
+            flush()
+            if _TABLE_EDGE.match(s):
+                if header_at == len(blocks) - 1 >= 0:
+                    blocks.pop()
+            else:
+                blocks.append(s)
+                header_at = len(blocks) - 1
+        elif m := _ITEM.match(line):
+            flush()
+            cur.append(line[m.end():].strip())
+        else:
+            cur.append(re.sub(r"^(?:>[ \t]?)+", "", s))
+    flush()
+    return [b for b in blocks if b.strip()]
 
 
 @lru_cache(maxsize=1)
