@@ -75,6 +75,21 @@ def test_rule_claims_repeat_a_gapped_object_split_off_common_nouns_only_and_neve
                  "Makiko Esumi is a former fashion model.")
 
 
+def test_rule_claims_keep_an_example_or_restatement_in_its_sentence_and_never_claim_a_heading_or_list_marker():
+    """From a walkthrough on chat answers (2026-11-29): "a mould, i.e. Penicillium notatum" was split off as "A mould
+    was an i.e. Penicillium notatum."; a Markdown heading became "## Installation is a part 1." (headings are no
+    longer units); an ordinary apposition is still split off."""
+    from halluscope.text import split_sentences
+
+    sp = RuleSplitter()
+    ie, plain = sp.claims_of(["A mould, i.e. Penicillium notatum, killed bacteria.",
+                              "Irena Sendler, a Polish nurse, saved children."])
+    assert ie == ("A mould, i.e. Penicillium notatum, killed bacteria.",)
+    assert plain == ("Irena Sendler was a Polish nurse.", "Irena Sendler saved children.")
+    units = split_sentences("## Installation (part 1)\n\nInstall it with pip. Version 2.31.0 is the latest.")
+    assert [c.text for c in sp.split([units])[0]] == ["Install it with pip.", "Version 2.31.0 is the latest."]
+
+
 def test_llm_splitter_reads_one_claim_per_line_and_keeps_sentence_indices():
     from halluscope.llm import Sampler
     from halluscope.llm.base import Backend, Generation

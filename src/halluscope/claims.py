@@ -232,11 +232,17 @@ def _date_prep(p) -> list[tuple[float, str]]:
     return [(p.i + 0.5, "on" if day else "in")]
 
 
+# An apposition opened by one of these names an example or a restatement ("a mould, i.e. Penicillium notatum"), not
+# what its noun is: it stays in its sentence's claim.
+_EXAMPLE_MARKS = {"i.e.", "e.g.", "ie", "eg", "viz.", "namely", "including", "like"}
+
+
 def _split_offs(sent) -> list[tuple[str, Any]]:
     """Rules 3-5: each apposition, set-off participle and subject relative clause of the sentence, (kind, head)."""
     out = []
     for t in sent:
-        if t.dep_ == "appos" and t.pos_ == "NOUN" and t.text[:1].islower() and t.head.dep_ in _ANCHORS:
+        if (t.dep_ == "appos" and t.pos_ == "NOUN" and t.text[:1].islower() and t.head.dep_ in _ANCHORS
+                and t.doc[min(_sub(t))].lower_ not in _EXAMPLE_MARKS):
             out.append(("appos", t))
         elif (t.dep_ in ("acl", "parataxis") and t.tag_ == "VBN" and t.head.pos_ in ("NOUN", "PROPN", "PRON")
               and _set_off(t)):
