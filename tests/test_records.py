@@ -126,8 +126,12 @@ def test_results_export_roundtrip(tmp_path, wikibio):
 
     csv = pd.read_csv(write_results(res, tmp_path / "r.csv"))
     assert csv["ngram1_max"].tolist() == pytest.approx(df["ngram1_max"].tolist())
+    # each sentence row carries its answer's scores (a CSV user had no answer-level verdict)
+    by_id = {it.id: it.passage_scores["ngram2_avg"] for it in res.items}
+    assert csv["answer_ngram2_avg"].tolist() == pytest.approx([by_id[str(i)] for i in csv["id"]])
+    assert (csv["num_samples"] == 20).all()
     pq = pd.read_parquet(write_results(res, tmp_path / "r.parquet"))
-    assert pq.shape == df.shape
+    assert pq.shape == (len(df), len(df.columns) + 3) and list(pq.columns) == list(csv.columns)
     # written whole through a temporary file, with the mode a plain write gives (it was mkstemp's 0600): the
     # umask's for a new file, the earlier file's for one replaced; no temporary file left
     import os

@@ -474,11 +474,22 @@ def write_results(results: Results, path: str | Path) -> Path:
     elif suffix == ".jsonl":
         data = "".join(json.dumps(it.to_dict()) + "\n" for it in results.items).encode()
     elif suffix == ".csv":
-        data = results.to_df("sentence").to_csv(index=False).encode()
+        data = sentence_table(results).to_csv(index=False).encode()
     else:
-        data = results.to_df("sentence").to_parquet(None, index=False)
+        data = sentence_table(results).to_parquet(None, index=False)
     write_atomic(path, data)
     return path
+
+
+def sentence_table(results: Results):
+    """The table a .csv or .parquet output holds: one row per sentence (``Results.to_df()``), and beside each its
+    answer's scores and flag as ``answer_{method}`` / ``answer_flagged``, its sample count and grade, so one file
+    says what the JSON says of both levels."""
+    sent = results.to_df("sentence")
+    answer = results.to_df("passage").drop(columns=["num_sentences", "label"], errors="ignore")
+    keep = {"id", "num_samples", "correct"}
+    answer = answer.rename(columns={c: f"answer_{c}" for c in answer.columns if c not in keep})
+    return sent.merge(answer, on="id", how="left", validate="many_to_one") if len(sent) else sent
 
 
 OUTPUT_TYPES = (".json", ".jsonl", ".csv", ".parquet")
