@@ -186,6 +186,13 @@ def test_mentions_are_matched_as_whole_words_in_one_normal_form():
         assert mentions(text, norm(found)), found
     for absent in ("Byr", "Ada Lovelace's mother", "Byron's", "20", "1820", ""):
         assert not mentions(text, norm(absent)), absent
+    # short forms a chat answer writes, where the samples spell out (a walkthrough's "Dec. 7, 2023" and "U.S." were
+    # found in no sample, and flagged the answer); a full date in either order; "us" is still a pronoun
+    text = norm("It opened in the United States on December 7, 2023, and in September in the United Kingdom.")
+    for found in ("Dec. 7, 2023", "7 December 2023", "U.S.", "USA", "the U.K.", "Sept.", "Sep"):
+        assert mentions(text, norm(found)), found
+    assert norm("us") == "us" and not mentions(text, norm("8 December 2023")) and not mentions(text, norm("Dec. 8"))
+    assert mentions(norm("born 7 December 1815"), norm("December 7, 1815"))
 
 
 def test_entity_agreement_scorer(wikibio):

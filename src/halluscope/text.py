@@ -296,6 +296,13 @@ _NUMBER_WORDS = {w: str(i) for i, w in enumerate(_UNITS + "ten eleven twelve thi
                                                  "seventeen eighteen nineteen".split())}
 _NUMBER_WORDS.update({w: str(n) for w, n in _TENS.items()})
 _COMPOUND = re.compile(rf"\b({'|'.join(_TENS)})[\s-]+({'|'.join(_UNITS[1:])})\b")
+# Short forms a chat answer writes where the samples spell out (both sides are mapped alike): the months' ("Dec.",
+# "Sept") and, matched before case-folding so that "us" stays a pronoun, "U.S.", "USA", "U.K.", "UK".
+_MONTHS = "january february march april may june july august september october november december".split()
+_MONTH_SHORT = {m[:3]: m for m in _MONTHS} | {"sept": "september"}
+_COUNTRY_SHORT = [(re.compile(r"(?<![\w.])U\.?S\.?(?:A\.?)?(?![\w])"), "United States"),
+                  (re.compile(r"(?<![\w.])U\.?K\.?(?![\w])"), "United Kingdom")]
+_DATE = re.compile(rf"^({'|'.join(_MONTHS)}) (\d{{1,2}}) (\d{{3,4}})$|^(\d{{1,2}}) ({'|'.join(_MONTHS)}) (\d{{3,4}})$")
 
 
 def normalize_mention(s: str) -> str:
@@ -303,11 +310,15 @@ def normalize_mention(s: str) -> str:
     letters and digits, so any punctuation, dash or apostrophe splits them), NFKC-normalized and case-folded,
     numbers from zero to ninety-nine written as words turned into digits, thousands without their commas and
     ordinals without their suffix ("The Seven Years' War" -> "the 7 years war"; "twenty-one" -> "21"; "1820-1876"
-    -> "1820 1876"; "1,000" -> "1000"; "July 4th" -> "july 4"). Articles stay."""
-    s = unicodedata.normalize("NFKC", s).casefold()
+    -> "1820 1876"; "1,000" -> "1000"; "July 4th" -> "july 4"), a month's short form in full ("Dec." -> "december")
+    and "U.S." / "USA" / "U.K." as the country's name. Articles stay."""
+    s = unicodedata.normalize("NFKC", s)
+    for short, name in _COUNTRY_SHORT:
+        s = short.sub(name, s)
+    s = s.casefold()
     s = _ORDINAL_SUFFIX.sub("", _THOUSANDS.sub("", s))
     s = _COMPOUND.sub(lambda m: str(_TENS[m[1]] + _UNITS.index(m[2])), s)
-    return " ".join(_NUMBER_WORDS.get(w, w) for w in _WORDS.findall(s))
+    return " ".join(_NUMBER_WORDS.get(w) or _MONTH_SHORT.get(w, w) for w in _WORDS.findall(s))
 
 
 def mentions(text: str, mention: str) -> bool:
@@ -318,4 +329,10 @@ def mentions(text: str, mention: str) -> bool:
     if not mention:
         return False
     padded = f" {text} "
-    return f" {mention} " in padded or (mention[-1].isalpha() and f" {mention}s " in padded)
+    if f" {mention} " in padded or (mention[-1].isalpha() and f" {mention}s " in padded):
+        return True
+    date = _DATE.match(mention)  # a full date is the same date in either order ("december 7 2023", "7 december 2023")
+    if date:
+        m, d, y = date.group(1, 2, 3) if date[1] else (date[5], date[4], date[6])
+        return f" {d} {m} {y} " in padded if date[1] else f" {m} {d} {y} " in padded
+    return False
