@@ -34,6 +34,18 @@ def test_seeded_local_sampling_and_logprobs(backend):
     assert all(t.logprob <= 0 and 1 <= len(t.top) <= 4 for t in g.tokens)
 
 
+def test_tokens_of_another_modality_are_barred_from_answers(backend):
+    """A sample of the packaged model began with '<start_of_image>' (llama.cpp renders Gemma 3's user-defined image
+    markers as text): such tokens are barred from every generation; whitespace and HTML tags, also user-defined
+    in its vocabulary, are not."""
+    backend.complete(PROMPT, GenParams(1.0, 4, 5))
+    llm = backend._llm(False)
+    barred = {llm.detokenize([i]).decode() for i in backend._banned}
+    assert {"<start_of_image>", "<end_of_image>", "[multimodal]"} <= barred
+    assert not barred & {"\n", "\n\n", "<b>", "</table>"}
+    assert all(v == -float("inf") for v in backend._banned.values())
+
+
 def test_generation_runs_on_every_cpu_kind_and_prints_nothing(capfd):
     """On a CPU with AMX-INT8 llama.cpp's AMX buffer crashed the packaged model (segmentation fault in the first
     decode): there the weights stay in plain CPU buffers; elsewhere llama.cpp keeps its defaults. Loading and

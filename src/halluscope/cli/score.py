@@ -369,7 +369,7 @@ def _draw(sampler, items: list[str], template, chat: bool, settings: dict):
     tmpl = template or ("{prompt}" if chat else DEFAULT_TEMPLATE_COMPLETIONS)
     bar = _bar("sampling", len(items) * (settings["n"] + 1))
     draws = sampler.draw([tmpl.replace("{prompt}", p) for p in items], **settings,
-                         stop=() if chat else ("\nQuestion:", "\n\n"), progress=bar)
+                         stop=() if chat else ("\nQuestion:", "\nAnswer:", "\n\n"), progress=bar)
     bar(None)
     records, problems = records_from_draws(items, draws, sampler.backend.cache_id())
     for e in problems:

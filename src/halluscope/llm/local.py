@@ -10,6 +10,7 @@ behind the same concurrent sampler as the HTTP backend.
 from __future__ import annotations
 
 import os
+import re
 import threading
 from pathlib import Path
 
@@ -57,6 +58,7 @@ def _route_llama_log() -> None:
 
 
 _PLAIN_BUFFERS: bool | None = None  # decided once per process
+_HTML_TAG = re.compile(r"</?[a-z][a-z0-9]*>")
 
 
 def plain_buffers_on_amx() -> bool:
@@ -116,6 +118,7 @@ class LlamaCppBackend(Backend):
         self._lock = threading.Lock()
         self._plain = None
         self._with_logits = None
+        self._banned: dict[int, float] | None = None
 
     def _llm(self, logits: bool):
         Llama = _llama()
@@ -129,6 +132,24 @@ class LlamaCppBackend(Backend):
             self._plain = Llama(model_path=str(self.path), n_ctx=self.n_ctx, n_threads=self.n_threads, verbose=False)
         return self._plain
 
+    def _not_text(self, llm) -> dict[int, float]:
+        """Tokens that are never text, barred from every answer: the vocabulary's user-defined tokens that are neither
+        whitespace nor an HTML tag, i.e. another modality's markers (Gemma 3's ``<start_of_image>``, ``[multimodal]``).
+        llama.cpp renders them as text: a sample of the packaged model began with ``<start_of_image>``."""
+        if self._banned is None:
+            import llama_cpp
+
+            self._banned = {}
+            try:
+                for i in range(llm.n_vocab()):
+                    if int(llm._model.token_get_attr(i)) & llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED:
+                        text = llm.detokenize([i]).decode("utf-8", "replace")
+                        if text.strip() and not _HTML_TAG.fullmatch(text):
+                            self._banned[i] = -float("inf")
+            except AttributeError:  # a llama-cpp-python without the attribute query: nothing barred
+                pass
+        return self._banned
+
     def complete(self, prompt: str, params: GenParams) -> Generation:
         with self._lock:
             llm = self._llm(bool(params.top_logprobs))
@@ -141,6 +162,7 @@ class LlamaCppBackend(Backend):
                     seed=params.seed if params.seed is not None else 0,
                     logprobs=params.top_logprobs or None,
                     stop=list(params.stop) or None,
+                    logit_bias=self._not_text(llm) or None,
                 )
             except ValueError as e:  # a prompt longer than the context: this generation fails, reported as missing
                 if "context window" not in str(e):
