@@ -318,7 +318,7 @@ def read_inputs(source: str | Path, need_samples: bool = True) -> tuple[list[Rec
     the file's name (``source``); the other files are still read. A source with no valid record anywhere raises."""
     files = input_files(source)
     if not several_files(source):
-        return read_records(files[0], need_samples)
+        return read_records(source, need_samples)  # named as given in its errors
     records: list[Record] = []
     errors: list[RecordError] = []
     first: dict[str, str] = {}  # id -> the file that holds it first
