@@ -17,6 +17,19 @@ def _detector(models, methods):
     return det
 
 
+def test_bertscore_stays_in_bounds_on_unrelated_texts(detector_models):
+    """A sentence against one unrelated sample: the best token cosines average slightly below 0 (R -0.012, P -0.016
+    with MiniLM), and 2PR / (P + R) over a denominator clamped to 1e-8 gave F1 = 37059, the score -37058 and a default
+    probability of 0.0 (a nightly-run walkthrough, 2026-11-29). P and R below 0 count as 0: F1 0, the score 1."""
+    e = np.eye(4, dtype=np.float32)
+    assert bertscore_f1([e[:2]], [-e[:2]])[0, 0] == 0.0 and bertscore_f1([e[:2]], [e[:2]])[0, 0] == 1.0
+    res = Detector(methods=["bertscore", "probability"]).score([{
+        "id": "r", "response": "He served in the Senate until 1929.",
+        "samples": ["Other religions also embrace the concept of the blood divine."] * 3}])
+    assert res.items[0].sentence_scores["bertscore"][0] == 1.0
+    assert res.items[0].sentence_scores["probability"][0] > 0.9
+
+
 def test_bertscore_f1_in_blocks_equals_one_product_and_bounds_memory(monkeypatch):
     """A long answer against long samples is scored in blocks of pairs (the padded similarity tensor of one product
     grew with the square of the sentence lengths: 8 GB for an 11k-character markdown answer): every block size gives

@@ -2,15 +2,17 @@
 
     S_BERT(i) = 1 - 1/N * sum_n max_k B(r_i, s_nk)
 
-B is BERTScore F1 (Zhang et al. 2020): greedy matching of unit-length token vectors of one encoder layer,
-P = mean over candidate tokens of the best cosine, R = mean over reference tokens, F1 = 2PR / (P + R); no IDF
-weighting. Sample sentences of three words or fewer are skipped (the reference implementation skips those of three
-spaCy tokens or fewer, punctuation counted: of WikiBio's 34,354 sample sentences 28 differ, mostly cut-off fragments
-such as "In 1982, after"); where every sentence of a sample is that short, the sample's sentences are kept. With a
-baseline file, F1 is rescaled as (F1 - b) / (1 - b) (bert_score's ``rescale_with_baseline``): a linear map that
-changes the values, not the ranking. Each unique sentence is encoded once (shared :class:`~halluscope.models.Encoder`
-cache); all sentence-pair similarities of a record come from one batched matrix product, cut into blocks of pairs
-where that product would exceed ``BLOCK`` similarities (a long answer against long samples: memory stays bounded).
+B is BERTScore F1 (Zhang et al. 2020): greedy matching of unit-length token vectors of one encoder layer, P = mean
+over candidate tokens of the best cosine, R = mean over reference tokens, F1 = 2PR / (P + R); no IDF weighting; P
+and R below 0 count as 0, so F1 lies in [0, 1] and the score in [0, 1] (the reference's F1 leaves [-1, 1] for texts
+whose best matches are anti-aligned on average; no WikiBio pair comes near). Sample sentences of three words or
+fewer are skipped (the reference implementation skips those of three spaCy tokens or fewer, punctuation counted: of
+WikiBio's 34,354 sample sentences 28 differ, mostly cut-off fragments such as "In 1982, after"); where every
+sentence of a sample is that short, the sample's sentences are kept. With a baseline file, F1 is rescaled as (F1 -
+b) / (1 - b) (bert_score's ``rescale_with_baseline``): a linear map that changes the values, not the ranking. Each
+unique sentence is encoded once (shared :class:`~halluscope.models.Encoder` cache); all sentence-pair similarities
+of a record come from one batched matrix product, cut into blocks of pairs where that product would exceed ``BLOCK``
+similarities (a long answer against long samples: memory stays bounded).
 """
 
 from __future__ import annotations
@@ -81,9 +83,13 @@ def _f1_block(ref: list[np.ndarray], cand: list[np.ndarray]) -> np.ndarray:
     cmf = cm[None, :, :].float()
     # cosines of unit vectors lie in [-1, 1]; rounding gave 1 + 3e-5 (and a bounded score of -0.00003). Clamping
     # the best matches equals clamping every cosine (the max is monotone), on a tensor Lc or Lr times smaller
-    recall = (best_for_ref.clamp(-1, 1) * rmf).sum(-1) / rmf.sum(-1)
-    precision = (best_for_cand.clamp(-1, 1) * cmf).sum(-1) / cmf.sum(-1)
-    f1 = 2 * precision * recall / (precision + recall).clamp(min=1e-8)
+    # P or R below 0 (the best matches of unrelated texts, anti-aligned on average) counts as 0: the harmonic mean
+    # of a negative and a positive value leaves [-1, 1] (-37058 for a sentence against one unrelated sample, which
+    # turned its default probability to 0), and 2PR / (P + R) of two negatives was divided by a clamped 1e-8
+    recall = ((best_for_ref.clamp(-1, 1) * rmf).sum(-1) / rmf.sum(-1)).clamp(min=0)
+    precision = ((best_for_cand.clamp(-1, 1) * cmf).sum(-1) / cmf.sum(-1)).clamp(min=0)
+    total = precision + recall
+    f1 = torch.where(total > 0, 2 * precision * recall / total.clamp(min=1e-12), torch.zeros_like(total))
     return f1.numpy()
 
 
