@@ -423,3 +423,38 @@ def test_a_folder_or_glob_of_files_is_read_as_one_input_on_both_engines(tmp_path
     assert [json.loads(x)["id"] for x in out.read_text().splitlines()] == ["a.jsonl:0", "same", "b.jsonl:0", "c.csv:0"]
     side = [json.loads(x) for x in (tmp_path / "scores.jsonl.errors.jsonl").read_text().splitlines()]
     assert [x["source"] for x in side] == ["a.jsonl", "b.jsonl"]
+
+
+def test_a_second_run_on_the_same_output_is_refused_and_a_killed_run_leaves_no_lock(tmp_path):
+    """Two overlapping runs on one -o file (a cron job that started before the last one ended) both scored every
+    record and wrote it twice (80 lines for 48 ids): the second is refused at once, exit 2, naming the holder; the
+    lock goes with its holder, even one killed with SIGKILL, and leaves no file behind."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from typer.testing import CliRunner
+
+    from halluscope.cli import app
+    from halluscope.io import OutputLock
+
+    src, out = _write_jsonl(tmp_path / "in.jsonl", [GOOD, {**GOOD, "id": "ok2"}]), tmp_path / "out.jsonl"
+    args = ["score", str(src), "-m", "ngram1_max", "-o", str(out), "-q"]
+    lock = OutputLock(out)
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 2 and f"another run is writing {out} (process {os.getpid()}" in r.output, r.output
+    lock.release()
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
+                               "from halluscope.io import OutputLock; OutputLock(Path(sys.argv[1])); "
+                               "print('held', flush=True); time.sleep(60)", str(out)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    assert CliRunner().invoke(app, args).exit_code == 2
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    time.sleep(0.1)
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    assert len(out.read_text().splitlines()) == 2 and not (tmp_path / "out.jsonl.lock").exists()
+    assert r.stdout == ""  # -q: no per-record view on stdout; the summary went to stderr

@@ -407,13 +407,15 @@ class ResultWriter:
 
     With ``resume=True`` the ids already in the file are read back and can be skipped by the caller; ``keep``
     says which of them stay (the others are taken out of the file, to be scored again; it may raise to refuse the
-    file).
+    file). While it is open, ``PATH.lock`` holds an exclusive lock: a second run on the same output (a cron job that
+    started before the last one ended) is refused at once instead of writing every record twice.
     """
 
     def __init__(self, path: str | Path, resume: bool = False, keep: Callable[[ItemResult], bool] | None = None):
         self.path = Path(path)
         self.done: dict[str, ItemResult] = {}
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = OutputLock(self.path)
         if resume and self.path.exists():
             for line in self.path.read_text(encoding="utf-8").splitlines():
                 if not line.strip():
@@ -435,6 +437,56 @@ class ResultWriter:
         with self.path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(item.to_dict()) + "\n")
             f.flush()
+
+    def close(self) -> None:
+        """Release the output's lock (also done when the writer is collected, or by the system when the process
+        ends)."""
+        self._lock.release()
+
+    def __del__(self) -> None:
+        lock = getattr(self, "_lock", None)
+        if lock is not None:
+            lock.release()
+
+
+class OutputInUse(OSError):
+    """The output is being written by another run (its lock is held)."""
+
+
+class OutputLock:
+    """An exclusive, non-blocking lock on ``PATH.lock`` (``flock``: released by the system if the process dies, so a
+    killed run leaves no stale lock). The file holds the holder's process id and is removed on release; a lock taken
+    on a file another run removed meanwhile is taken again on the new one."""
+
+    def __init__(self, path: Path):
+        import fcntl
+
+        self.file = path.with_name(path.name + ".lock")
+        while True:
+            fd = os.open(self.file, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+                os.close(fd)
+                raise OutputInUse(f"another run is writing {path} (process {holder}, lock {self.file}): wait for it "
+                                  "to end, or write to another file") from None
+            try:
+                same = os.fstat(fd).st_ino == os.stat(self.file).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)  # the file was removed by the run that held it: lock the new one
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self.fd: int | None = fd
+
+    def release(self) -> None:
+        if self.fd is not None:
+            self.file.unlink(missing_ok=True)
+            os.close(self.fd)  # closing the descriptor releases the lock
+            self.fd = None
 
 
 def read_results(path: str | Path) -> Results:

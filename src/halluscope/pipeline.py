@@ -372,6 +372,8 @@ class Detector:
         if writer and "combination" in self.methods and fixed is None:  # final file: with the run's combination,
             others = [it for k, it in writer.done.items() if k not in by_id]  # and the results of other ids kept
             write_results(Results(items=ordered + others, methods=results.methods), writer.path)
+        if writer:
+            writer.close()
         return results
 
     def _score_records(self, todo: list[Record], evidence, writer, errors: list[RecordError], progress

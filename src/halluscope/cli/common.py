@@ -50,6 +50,10 @@ def say(message, label: str = "error:", style: str = "red") -> None:
     err.print(Text.assemble((label, style), " ", str(message)), highlight=False, soft_wrap=True)
 
 
+QuietOpt = typer.Option(False, "--quiet", "-q", help="No per-record view on stdout (progress and the summary still go "
+                        "to stderr): for cron jobs and pipelines that read the -o file.")
+ClaimsOpt = typer.Option(None, "--claims", help="Also split each sentence into atomic claims and score them: 'rule' "
+                         "(offline parse) or 'llm' (a prompt on --model / --base-url, default the packaged model).")
 MethodsOpt = typer.Option(None, "--methods", "-m", help="Comma-separated method names ('ngram' = every n-gram "
                           "variant, 'all' = everything); see `halluscope methods`.")
 
@@ -135,8 +139,10 @@ def _read_records_or_exit(path: Path):
         say(e, "skipped", "yellow")
     ignored = ignored_files(path)
     if ignored:
-        say(f"{len(ignored)} file{'s' * (len(ignored) > 1)} of {path} that {'are' if len(ignored) > 1 else 'is'} not input (.jsonl, .json, .csv, .parquet): "
-            f"{', '.join(f.name for f in ignored[:5])}{' ...' if len(ignored) > 5 else ''}", "not read:", "yellow")
+        many = len(ignored) > 1
+        say(f"{len(ignored)} file{'s' * many} of {path} that {'are' if many else 'is'} not input (.jsonl, .json, .csv, "
+            f".parquet): {', '.join(f.name for f in ignored[:5])}{' ...' if len(ignored) > 5 else ''}", "not read:",
+            "yellow")
     return recs, errors
 
 

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..evaluation.metrics import COLUMNS, COLUMNS_NOTE
-from .common import console
+from .common import console, err
 
 
 def _shade(score: float, bounded: bool) -> str:
@@ -21,15 +21,16 @@ def _shade(score: float, bounded: bool) -> str:
     return f"black on rgb({r},{g},90)"
 
 
-def show_results(results, primary: str | None = None) -> None:
-    """A compact coloured view: each sentence shaded by its score (green = consistent, red = likely hallucinated)."""
+def show_results(results, primary: str | None = None, view: bool = True) -> None:
+    """A compact coloured view on stdout: each sentence shaded by its score (green = consistent, red = likely
+    hallucinated); ``view=False`` leaves it out. The run's summary line goes to stderr with the other status lines."""
     infos = results.settings.get("methods", {})
     scored = {m for it in results.items for m in it.sentence_scores}  # response-level methods have no sentences
     # the default output is the calibrated probability; raw method scores shade only where it was not asked for
     primary = primary or next((m for m in ("probability", "learned", "combination", *results.methods)
                                if m in scored), None)
     bounded = bool(infos.get(primary, {}).get("bounded", True))
-    for it in results.items:
+    for it in results.items if view else []:
         head = Text(f"{it.id}", style="bold")
         head.append("  passage: " + "  ".join(f"{m}={v:.3f}" for m, v in it.passage_scores.items()), style="dim")
         console.print(head)
@@ -51,13 +52,13 @@ def show_results(results, primary: str | None = None) -> None:
     shading = (f"shading: {primary} ({'bounded [0,1]' if bounded else 'z-score, logistic'})" if primary else
                "response-level methods only: passage scores")
     if not results.items:
-        console.print(Text("no record scored", style="dim"))
+        err.print(Text("no record scored", style="dim"))
         return
     resumed = int(results.settings.get("resumed") or 0)  # read back from the output file of an earlier run
     n = len(results.items) - resumed
     done = f"{n} record{'' if n == 1 else 's'} scored in {results.settings.get('seconds', 0):.1f}s"
     done += f", {resumed} read back from the earlier run" if resumed else ""
-    console.print(Text(f"{shading}; {done}", style="dim"))
+    err.print(Text(f"{shading}; {done}", style="dim"))
 
 
 def _show_claims(it, primary: str, infos: dict) -> None:

@@ -41,6 +41,8 @@ from .common import (
     _parse_range,
     _method_options,
     MethodOptionOpt,
+    ClaimsOpt,
+    QuietOpt,
     prepare_output,
     say,
     show_usage,
@@ -60,6 +62,7 @@ def score(
     resume: bool = typer.Option(False, "--resume", help="Continue a .jsonl --output: its records scored with these "
                                 "methods, the same response and sample count are kept, the others scored."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON instead of the coloured view."),
+    quiet: bool = QuietOpt,
     samples: Optional[int] = FirstSamplesOpt,
     encoder: Optional[str] = EncoderOpt,
     layer: Optional[int] = LayerOpt,
@@ -71,9 +74,7 @@ def score(
     baseline: Optional[Path] = typer.Option(None, "--bertscore-baseline", help="bert_score baseline file (rescaling)."),
     combine: Optional[str] = typer.Option(None, "--combine", help="Methods averaged by 'combination'."),
     qa_stage: Optional[list[str]] = QaStageOpt,
-    claims: Optional[str] = typer.Option(None, "--claims", help="Also split each sentence into atomic claims and "
-                                         "score them: 'rule' (offline parse) or 'llm' (a prompt on --model / "
-                                         "--base-url, default the packaged model)."),
+    claims: Optional[str] = ClaimsOpt,
     engine: str = typer.Option("local", "--engine", help="'local' (this process) or 'ray': a Ray cluster scores "
                                "PATH (a file, folder or glob of shards) into Parquet parts under -o OUT/."),
     address: Optional[str] = typer.Option(None, "--address", help="With --engine ray: 'auto' or HOST:PORT, on a "
@@ -108,11 +109,11 @@ def score(
                              "Ray output holds sentences and answers only; its actors load no LLM)")
         return _score_on_ray(engine, path, output, resume, address, (actors, gpus, cpus, batch_tokens), as_json,
                              options)
-    _score_local(path, output, resume, as_json, {**options, "claims": claims},
-                 (model, base_url, backend, chat, api_key_env, cache), samples)
+    _score_local(path, output, resume, "json" if as_json else "quiet" if quiet else "view",
+                 {**options, "claims": claims}, (model, base_url, backend, chat, api_key_env, cache), samples)
 
 
-def _score_local(path, output, resume, as_json, options: dict, llm: tuple, samples: int | None) -> None:
+def _score_local(path, output, resume, show: str, options: dict, llm: tuple, samples: int | None) -> None:
     """``score`` in this process: a Detector of ``options``, with the LLM of ``llm`` (model, base URL, backend, chat,
     key variable, cache) when asked for or when a method or the claim splitter needs one, on the first ``samples``
     of each record (all for None); streamed to a .jsonl output, else written at the end."""
@@ -136,10 +137,10 @@ def _score_local(path, output, resume, as_json, options: dict, llm: tuple, sampl
     res.errors = errors + res.errors
     if output is not None and stream is None:
         write_results(res, output)
-    if as_json:
+    if show == "json":
         print(json.dumps(res.to_dict(), indent=1))
     else:
-        show_results(res)
+        show_results(res, view=show == "view")
     if output is not None:
         err.print(f"results written to {output}")
     _exit_for_skipped(res, output)
