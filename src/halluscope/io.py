@@ -416,6 +416,14 @@ class ResultWriter:
         self.done: dict[str, ItemResult] = {}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = OutputLock(self.path)
+        try:
+            self._start(resume, keep)
+        except BaseException:
+            self._lock.release()  # a refused file (keep raised) or an unreadable one: the lock goes at once
+            raise
+
+    def _start(self, resume: bool, keep: Callable[[ItemResult], bool] | None) -> None:
+        """Read back an earlier run's results (resume), or start the file empty."""
         if resume and self.path.exists():
             for line in self.path.read_text(encoding="utf-8").splitlines():
                 if not line.strip():

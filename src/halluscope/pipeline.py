@@ -355,26 +355,28 @@ class Detector:
         recs, errors = self._validate(records, evidence)
         by_id = {r.id: r for r in recs}
         writer = ResultWriter(output, resume=resume, keep=self._resumable(by_id, evidence)) if output else None
-        done = {k: it for k, it in writer.done.items() if k in by_id} if writer else {}
-        bad = {e.record for e in errors}
-        todo = [r for r in recs if r.id not in done and r.id not in bad]
-        t0 = time.perf_counter()
-        scored = self._score_records(todo, evidence, writer, errors, progress)
-        ordered = [done.get(r.id) or scored[r.id] for r in recs if r.id in done or r.id in scored]
-        settings = self._settings(time.perf_counter() - t0, len(done))
-        fixed = self._fixed_combination()
-        if "combination" in self.methods and ordered:
-            zm = fixed or combination.combiner(ordered, list(self.combine), "run")
-            if fixed is None:  # run-relative: the whole run had to be seen first
-                self._on_claims(lambda items: combination.add_scores(items, zm), zm.components)(ordered)
-            settings["combination_stats"] = combination.summary(zm)
-        results = Results(items=ordered, errors=errors, methods=list(self.methods), settings=settings)
-        if writer and "combination" in self.methods and fixed is None:  # final file: with the run's combination,
-            others = [it for k, it in writer.done.items() if k not in by_id]  # and the results of other ids kept
-            write_results(Results(items=ordered + others, methods=results.methods), writer.path)
-        if writer:
-            writer.close()
-        return results
+        try:
+            done = {k: it for k, it in writer.done.items() if k in by_id} if writer else {}
+            bad = {e.record for e in errors}
+            todo = [r for r in recs if r.id not in done and r.id not in bad]
+            t0 = time.perf_counter()
+            scored = self._score_records(todo, evidence, writer, errors, progress)
+            ordered = [done.get(r.id) or scored[r.id] for r in recs if r.id in done or r.id in scored]
+            settings = self._settings(time.perf_counter() - t0, len(done))
+            fixed = self._fixed_combination()
+            if "combination" in self.methods and ordered:
+                zm = fixed or combination.combiner(ordered, list(self.combine), "run")
+                if fixed is None:  # run-relative: the whole run had to be seen first
+                    self._on_claims(lambda items: combination.add_scores(items, zm), zm.components)(ordered)
+                settings["combination_stats"] = combination.summary(zm)
+            results = Results(items=ordered, errors=errors, methods=list(self.methods), settings=settings)
+            if writer and "combination" in self.methods and fixed is None:  # final file: with the run's combination,
+                others = [it for k, it in writer.done.items() if k not in by_id]  # and the results of other ids kept
+                write_results(Results(items=ordered + others, methods=results.methods), writer.path)
+            return results
+        finally:
+            if writer:
+                writer.close()
 
     def _score_records(self, todo: list[Record], evidence, writer, errors: list[RecordError], progress
                        ) -> dict[str, ItemResult]:

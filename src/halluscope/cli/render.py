@@ -58,7 +58,7 @@ def show_results(results, primary: str | None = None, view: bool = True) -> None
     n = len(results.items) - resumed
     done = f"{n} record{'' if n == 1 else 's'} scored in {results.settings.get('seconds', 0):.1f}s"
     done += f", {resumed} read back from the earlier run" if resumed else ""
-    err.print(Text(f"{shading}; {done}", style="dim"))
+    err.print(Text(f"{shading}; {done}", style="dim"), soft_wrap=True)  # one line in a log, never folded
 
 
 def _show_claims(it, primary: str, infos: dict) -> None:
