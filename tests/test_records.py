@@ -458,3 +458,27 @@ def test_a_second_run_on_the_same_output_is_refused_and_a_killed_run_leaves_no_l
     assert r.exit_code == 0, r.output
     assert len(out.read_text().splitlines()) == 2 and not (tmp_path / "out.jsonl.lock").exists()
     assert r.stdout == ""  # -q: no per-record view on stdout; the summary went to stderr
+
+
+def test_resume_rescores_results_split_otherwise_and_says_what_it_kept_of_other_ids(tmp_path):
+    """A resumed night kept results whose sentences an older splitter made (a Markdown answer's list numbers as
+    sentences of their own) and said nothing of results whose id had left the input: the first are scored again,
+    the second stay and are counted; every run records halluscope's version."""
+    from halluscope import __version__
+    from halluscope.io import read_results
+
+    md = {"id": "md", "response": "Steps:\n1. Open a terminal.\n2. Run it.", "samples": ["Open a terminal. Run it."]}
+    out = tmp_path / "out.jsonl"
+    det = Detector(methods="ngram1_max")
+    first = det.score([md, GOOD, {**GOOD, "id": "gone"}], output=out)
+    assert first.settings["halluscope"] == __version__
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    old = next(x for x in lines if x["id"] == "md")
+    assert old["sentences"] == ["Steps:", "Open a terminal.", "Run it."]
+    old["sentences"] = ["Steps: 1.", "Open a terminal. 2.", "Run it."]  # as the splitter before Markdown blocks made
+    old["sentence_scores"] = {"ngram1_max": [9.0, 9.0, 9.0]}
+    out.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    res = det.score([md, GOOD], output=out, resume=True)
+    assert res.settings["resumed"] == 1 and res.settings["kept_other_ids"] == 1  # GOOD kept; md scored again
+    back = {it.id: it for it in read_results(out).items}
+    assert back["md"].sentences == ["Steps:", "Open a terminal.", "Run it."] and set(back) == {"md", "ok", "gone"}

@@ -363,6 +363,7 @@ class Detector:
             scored = self._score_records(todo, evidence, writer, errors, progress)
             ordered = [done.get(r.id) or scored[r.id] for r in recs if r.id in done or r.id in scored]
             settings = self._settings(time.perf_counter() - t0, len(done))
+            settings["kept_other_ids"] = sum(k not in by_id for k in writer.done) if writer else 0
             fixed = self._fixed_combination()
             if "combination" in self.methods and ordered:
                 zm = fixed or combination.combiner(ordered, list(self.combine), "run")
@@ -436,8 +437,10 @@ class Detector:
     def _resumable(self, by_id: dict[str, Record], evidence=None) -> Callable[[ItemResult], bool]:
         """Which results of an earlier run a resumed run keeps: each must hold this run's methods, and claims if
         and only if this run scores them (else a ValueError: one file, one method set); a record whose response or
-        number of samples (of evidence) changed since is scored again. Results of ids not in this run's records stay
-        in the file untouched. A change of model or of NLI evidence is not seen: resume with the same options."""
+        number of samples (of evidence) changed since is scored again, and so is one whose sentences are not the
+        ones this run would score (a newer sentence splitter). Results of ids not in this run's records stay in the
+        file untouched (counted in the settings' ``kept_other_ids``). A change of model or of NLI evidence is not
+        seen: resume with the same options."""
         want = set(self.methods)
         fixed = self._fixed_combination() is not None
         need = {m for m in want if m != "combination" or fixed}  # a run-relative combination comes at the end
@@ -451,7 +454,8 @@ class Detector:
                                  "with the methods it was scored with, or write to another output")
             rec = by_id.get(it.id)
             return rec is None or (it.response == rec.response
-                                   and it.num_samples == len(evidence(rec) if evidence else rec.samples))
+                                   and it.num_samples == len(evidence(rec) if evidence else rec.samples)
+                                   and tuple(it.sentences) == PreparedItem.from_record(rec).sentences)
 
         return keep
 
@@ -518,6 +522,7 @@ class Detector:
             "seconds": round(seconds, 3),
             "scorer_seconds": {k: round(v, 3) for k, v in self.timings.items()},
             "resumed": resumed,
+            "halluscope": _version(),
         }
         if "combination" in self.methods:
             settings["combine"] = list(self.combine)
@@ -624,3 +629,10 @@ def _check_scores(table: dict, methods: list[str], sentence_methods: list[str], 
             if m in sentence_methods and (sent.ndim != 1 or len(sent) != len(it.sentences)):
                 raise ValueError(f"method {m}, record {it.id}: {sent.shape} sentence scores for "
                                  f"{len(it.sentences)} sentences (one number each)")
+
+
+def _version() -> str:
+    """halluscope's version, recorded in every run's settings."""
+    from . import __version__  # read at call time: the package has finished importing by then
+
+    return __version__
