@@ -22,7 +22,11 @@ def test_bertscore_stays_in_bounds_on_unrelated_texts(detector_models):
     with MiniLM), and 2PR / (P + R) over a denominator clamped to 1e-8 gave F1 = 37059, the score -37058 and a default
     probability of 0.0 (a nightly-run walkthrough, 2026-11-29). P and R below 0 count as 0: F1 0, the score 1."""
     e = np.eye(4, dtype=np.float32)
-    assert bertscore_f1([e[:2]], [-e[:2]])[0, 0] == 0.0 and bertscore_f1([e[:2]], [e[:2]])[0, 0] == 1.0
+    assert bertscore_f1([e[:1]], [-e[:1]])[0, 0] == 0.0 and bertscore_f1([e[:2]], [e[:2]])[0, 0] == 1.0  # P = R = -1
+    code = Detector(methods=["bertscore"]).score([{  # samples of Markdown without prose (they raised in BERTScore)
+        "id": "c", "response": "Install it with pip. Then run it.",
+        "samples": ["Install it with pip and run it.", "```bash\npip install foo\n```", "# Install\n\n| a | b |\n|---|---|"]}])
+    assert not code.errors and 0 <= code.items[0].passage_scores["bertscore"] <= 1
     res = Detector(methods=["bertscore", "probability"]).score([{
         "id": "r", "response": "He served in the Senate until 1929.",
         "samples": ["Other religions also embrace the concept of the blood divine."] * 3}])

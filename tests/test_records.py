@@ -448,7 +448,8 @@ def test_a_second_run_on_the_same_output_is_refused_and_a_killed_run_leaves_no_l
     lock.release()
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
                                "from halluscope.io import OutputLock; OutputLock(Path(sys.argv[1])); "
-                               "print('held', flush=True); time.sleep(60)", str(out)], stdout=subprocess.PIPE, text=True)
+                               "print('held', flush=True); time.sleep(60)", str(out)],
+                              stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "held"
     assert CliRunner().invoke(app, args).exit_code == 2
     holder.send_signal(signal.SIGKILL)

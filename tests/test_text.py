@@ -43,7 +43,8 @@ def test_markdown_answers_are_split_into_their_blocks_and_plain_text_as_before(w
 
     answer = ("## Setting up\n\nFollow these steps:\n1. Open a terminal\n2. Run `python -m venv .venv`\n"
               "3. Activate it. Then install.\n\n- **Note:** Python 3.12.1 works\n  on every platform.\n"
-              "* Second bullet\n\n| Planet | Moons |\n|:---|---:|\n| Mars | 2 |\n\n```python\nx = 1  # set. Done.\n```\n"
+              "* Second bullet\n\n| Planet | Moons |\n|:---|---:|\n| Mars | 2 |\n\n"
+              "```python\nx = 1  # set. Done.\n```\n"
               "> Quoted claim here.\n\n---\nThe end. Really.")
     assert split_sentences(answer) == (
         "Follow these steps:", "Open a terminal", "Run `python -m venv .venv`", "Activate it.", "Then install.",
@@ -51,6 +52,16 @@ def test_markdown_answers_are_split_into_their_blocks_and_plain_text_as_before(w
         "The end.", "Really.")
     assert split_sentences("He was born in 1820.\nHe died in 1890. He was 70.") == (
         "He was born in 1820.", "He died in 1890.", "He was 70.")
-    assert split_sentences("```\nprint(1)\n```") == ()  # code alone: nothing to split (the record's whole text)
+    # code alone has no prose block: split as plain text, so a sample of code is still evidence (it crashed BERTScore)
+    assert split_sentences("```\nprint(1)\n```") == ("``` print(1) ```",)
+    # prose is not Markdown for one wrapped line that starts like an item, and keeps its text
+    assert split_sentences("He said he was number\n1. Nobody disagreed.") == ("He said he was number 1.",
+                                                                              "Nobody disagreed.")
+    assert split_sentences("They scored 30 in the final\n- a record - and won.") == (
+        "They scored 30 in the final - a record - and won.",)
+    # a setext heading goes with its underline; a fence never closed is text; a quote line is a part of the text
+    assert split_sentences("Title\n=====\n\n- one item\n- two") == ("one item", "two")
+    quoted = "Steps:\n- Open a terminal.\n\n> Python 3.12 is the\n> latest release."
+    assert all(u in quoted for u in split_sentences(quoted))
     texts = [t for r in wikibio[:60] for t in (r.response, *r.samples)]
     assert [split_sentences(t) for t in texts] == [_blingfire(t.strip()) for t in texts]

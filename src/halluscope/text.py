@@ -24,15 +24,18 @@ _CLOSERS = {'"', "'", ")", "]", "”", "’"}
 
 @lru_cache(maxsize=200_000)
 def split_sentences(text: str) -> tuple[str, ...]:
-    """Split a text into sentences (stripped, non-empty). A text with Markdown structure on lines of its own (list
-    items, headings, tables, code fences: a chat assistant's answer) is first cut into its blocks
-    (:func:`markdown_blocks`), so a list item is a unit of its own and a heading, a code block or a list marker is
-    never scored as a sentence; any other text, WikiBio's included, goes to blingfire whole, as before."""
+    """Split a text into sentences (stripped, non-empty; at least one for a text with content). A text in Markdown
+    (:func:`is_markdown`: a chat assistant's answer with a list, headings, a table or code) is first cut into its
+    blocks (:func:`markdown_blocks`), so a list item is a unit of its own and a heading, a code block or a list marker
+    is not scored as a sentence; any other text, WikiBio's included, goes to blingfire whole, as before. A Markdown
+    text with no prose block (a code block alone) is split as plain text."""
     text = text.strip()
     if not text:
         return ()
-    if "\n" in text and _MD_LINE.search(text):
-        return tuple(s for block in markdown_blocks(text) for s in _blingfire(block))
+    if is_markdown(text):
+        units = tuple(s for block in markdown_blocks(text) for s in _blingfire(block))
+        if units:
+            return units
     return _blingfire(text)
 
 
@@ -43,21 +46,38 @@ def _blingfire(text: str) -> tuple[str, ...]:
     return tuple(p for p in parts if p)
 
 
-# A line of Markdown structure: a list item ("- ", "* ", "+ ", "1. ", "2) "), an ATX heading, a table row, a fence.
-_MD_LINE = re.compile(r"^[ \t]*(?:[-*+][ \t]+\S|\d{1,3}[.)][ \t]+\S|#{1,6}(?:[ \t]|$)|\||```|~~~)", re.M)
-_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d{1,3}[.)])[ \t]+(?=\S)")
+_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d{1,3}[.)])[ \t]+(?=\S)")  # a list item: "- ", "* ", "+ ", "1. ", "2) "
 _HEADING = re.compile(r"^#{1,6}(?:[ \t]|$)")
-_RULE = re.compile(r"^(?:[-*_][ \t]*){3,}$")  # a horizontal rule: ---, ***, ___
+_RULE = re.compile(r"^(?:[-*_][ \t]*){3,}$")  # a horizontal rule: ---, ***, ___ (or a setext heading's underline)
+_SETEXT = re.compile(r"^=+$")
 _TABLE_EDGE = re.compile(r"^\|?[ \t]*:?-{2,}:?[ \t]*(?:\|[ \t]*:?-{2,}:?[ \t]*)*\|?$")  # |---|:--:|
+_FENCE = ("```", "~~~")
+
+
+def is_markdown(text: str) -> bool:
+    """Whether a text is laid out in Markdown: on lines of their own, a heading, a table row, a closed code fence, or
+    a list (two items or more, or one after a blank line or a line ending in ':'). A wrapped prose line that happens
+    to start with "1. " or "- " is not enough."""
+    if "\n" not in text:
+        return False
+    lines = [x.strip() for x in text.split("\n")]
+    if any(_HEADING.match(x) or x.startswith("|") for x in lines) or sum(x.startswith(_FENCE) for x in lines) >= 2:
+        return True
+    items = [k for k, x in enumerate(lines) if _ITEM.match(x)]
+    return len(items) >= 2 or any(k > 0 and (not lines[k - 1] or lines[k - 1].endswith(":")) for k in items)
 
 
 def markdown_blocks(text: str) -> list[str]:
     """The prose blocks of a Markdown text, in order: paragraphs (their lines joined by spaces), each list item
-    without its marker ("- ", "3. "), each table row but the header, a block quote without its "> ". Left out:
-    headings (titles, not claims), code blocks between fences, horizontal rules. Each block is split into
-    sentences as plain text is."""
+    without its marker ("- ", "3. "), each table row but the header, each line of a block quote without its "> "
+    (a line alone, so every unit stays a part of the text). Left out: headings (ATX "#" and setext underlined),
+    code blocks between fences (a fence never closed is read as text), horizontal rules. Each block is then split
+    into sentences as plain text is."""
     blocks: list[str] = []
     cur: list[str] = []
+    lines = text.split("\n")
+    fences = [k for k, x in enumerate(lines) if x.strip().startswith(_FENCE)]
+    last_open = fences[-1] if len(fences) % 2 else -1  # an odd fence out: never closed, read as text
     fence = ""
     header_at = -1  # the position in ``blocks`` of the last table row, which a |---| line makes a header
 
@@ -66,14 +86,15 @@ def markdown_blocks(text: str) -> list[str]:
             blocks.append(" ".join(cur))
             cur.clear()
 
-    for line in text.split("\n"):
+    for k, line in enumerate(lines):
         s = line.strip()
         if fence:
             fence = "" if s.startswith(fence) else fence
-            continue
-        if s.startswith(("```", "~~~")):
+        elif s.startswith(_FENCE) and k != last_open:
             flush()
             fence = s[:3]
+        elif (_SETEXT.match(s) or _RULE.match(s)) and cur:  # the underline of a setext heading: the heading goes
+            cur.clear()
         elif not s or _HEADING.match(s) or _RULE.match(s):
             flush()
         elif s.startswith("|"):
@@ -87,8 +108,11 @@ def markdown_blocks(text: str) -> list[str]:
         elif m := _ITEM.match(line):
             flush()
             cur.append(line[m.end():].strip())
+        elif s.startswith(">"):
+            flush()
+            blocks.append(re.sub(r"^(?:>[ \t]?)+", "", s))
         else:
-            cur.append(re.sub(r"^(?:>[ \t]?)+", "", s))
+            cur.append(s)
     flush()
     return [b for b in blocks if b.strip()]
 
