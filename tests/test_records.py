@@ -425,6 +425,42 @@ def test_a_folder_or_glob_of_files_is_read_as_one_input_on_both_engines(tmp_path
     assert [x["source"] for x in side] == ["a.jsonl", "b.jsonl"]
 
 
+def test_folders_and_globs_from_the_review(tmp_path, monkeypatch):
+    """Files of one name in two folders of a recursive glob keep apart (day1/answers.jsonl:0); a glob's other files
+    are said and left, as a folder's, and hidden files are not read; a folder whose every record is invalid is
+    'none scored' (exit 1, errors listed), as one file is; an output that a glob would read next time is refused
+    however the two paths are written."""
+    from typer.testing import CliRunner
+
+    from halluscope.cli import app
+    from halluscope.io import check_output, read_inputs
+
+    anon = {k: v for k, v in GOOD.items() if k != "id"}
+    for day in ("day1", "day2"):
+        (tmp_path / "g" / day).mkdir(parents=True)
+        _write_jsonl(tmp_path / "g" / day / "answers.jsonl", [anon])
+    (tmp_path / "g" / "day1" / "notes.txt").write_text("x")
+    _write_jsonl(tmp_path / "g" / "day1" / "._answers.jsonl", ["not json"])
+    recs, errs = read_inputs(f"{tmp_path}/g/**/*")
+    assert [r.id for r in recs] == ["day1/answers.jsonl:0", "day2/answers.jsonl:0"] and not errs
+    r = CliRunner().invoke(app, ["score", f"{tmp_path}/g/**/*", "-m", "ngram1_max", "-q"])
+    assert r.exit_code == 0 and "notes.txt" in r.output, r.output
+
+    (tmp_path / "bad").mkdir()
+    _write_jsonl(tmp_path / "bad" / "x.jsonl", [{"id": "a"}, {"id": "b"}])
+    assert read_inputs(tmp_path / "bad")[0] == []
+    r = CliRunner().invoke(app, ["score", str(tmp_path / "bad"), "-m", "ngram1_max", "-q", "-o",
+                                 str(tmp_path / "o.jsonl")])
+    assert r.exit_code == 1 and len((tmp_path / "o.jsonl.errors.jsonl").read_text().splitlines()) == 2, r.output
+
+    monkeypatch.chdir(tmp_path)
+    for out, src in (("g/day1/out.jsonl", f"{tmp_path}/g/day1/*.jsonl"), ("g/x/y/out.jsonl", "g/**/*.jsonl"),
+                     (f"{tmp_path}/g/day2/o.csv", "g/day2/*")):
+        with pytest.raises(ValueError, match="read as input by the next run"):
+            check_output(out, src)
+    check_output("elsewhere.jsonl", "g/**/*.jsonl")
+
+
 def test_a_second_run_on_the_same_output_is_refused_and_a_killed_run_leaves_no_lock(tmp_path):
     """Two overlapping runs on one -o file (a cron job that started before the last one ended) both scored every
     record and wrote it twice (80 lines for 48 ids): the second is refused at once, exit 2, naming the holder; the

@@ -9,12 +9,13 @@ from __future__ import annotations
 import ast
 import csv
 import dataclasses
+import fnmatch
 import glob
 import json
 import math
 import os
 import uuid
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any, Callable, Iterable, Mapping
 
 from .types import ItemResult, Record, RecordError, Results, json_safe  # noqa: F401 (json_safe: io's name too)
@@ -274,30 +275,37 @@ INPUT_TYPES = (".jsonl", ".json", ".csv", ".parquet")
 
 
 def input_files(source: str | Path) -> list[Path]:
-    """The input files of a path: the file itself, every input file in a folder, or the matches of a glob
-    (sorted, so they come in the same order on every run)."""
-    text = str(source)
+    """The input files of a path: the file itself, every input file in a folder, or the input files a glob matches
+    (sorted, so they come in the same order on every run; hidden files, such as macOS's ``._a.jsonl``, left out)."""
     p = Path(source)
-    if p.is_dir():
-        files = sorted(f for f in p.iterdir() if f.is_file() and f.suffix.lower() in INPUT_TYPES)
-    elif any(c in text for c in "*?["):
-        files = sorted(Path(x) for x in glob.glob(text, recursive=True) if Path(x).is_file())
+    if p.is_dir() or _is_glob(source):
+        files = sorted(f for f in _candidates(source) if f.suffix.lower() in INPUT_TYPES)
     else:
         if not p.is_file():
             raise FileNotFoundError(f"{source}: no such file or folder")
         files = [p]
     if not files:
         raise FileNotFoundError(f"{source}: no input files ({', '.join(INPUT_TYPES)})")
-    bad = [f for f in files if f.suffix.lower() not in INPUT_TYPES]
-    if bad:
-        raise ValueError(f"{bad[0]}: unknown file type (use {', '.join(INPUT_TYPES)})")
     return [f.resolve() for f in files]
 
 
-def ignored_files(source: str | Path) -> list[Path]:
-    """The files of a folder source that are not input files (e.g. ``.jsonl.gz``, ``README.txt``): said, not read."""
+def _is_glob(source: str | Path) -> bool:
+    return any(c in str(source) for c in "*?[") and not Path(source).exists()
+
+
+def _candidates(source: str | Path) -> list[Path]:
+    """The files a folder holds or a glob matches, hidden ones left out."""
     p = Path(source)
-    return sorted(f for f in p.iterdir() if f.is_file() and f.suffix.lower() not in INPUT_TYPES) if p.is_dir() else []
+    found = p.iterdir() if p.is_dir() else (Path(x) for x in glob.glob(str(source), recursive=True))
+    return [f for f in found if f.is_file() and not f.name.startswith(".")]
+
+
+def ignored_files(source: str | Path) -> list[Path]:
+    """The files of a folder or a glob that are not input files (e.g. ``.jsonl.gz``, ``README.txt``): said, not
+    read."""
+    if not (Path(source).is_dir() or _is_glob(source)):
+        return []
+    return sorted(f for f in _candidates(source) if f.suffix.lower() not in INPUT_TYPES)
 
 
 def several_files(source: str | Path) -> bool:
@@ -305,42 +313,54 @@ def several_files(source: str | Path) -> bool:
     return not Path(source).is_file()
 
 
-def id_prefix(file: Path, source: str | Path) -> str:
-    """What goes before the position of a record with no id: nothing in a single input file, the file's name and
-    ':' in a folder or a glob (``day1.jsonl:7``), so the records of different files keep different ids."""
-    return f"{file.name}:" if several_files(source) else ""
+def file_names(files: list[Path], source: str | Path) -> dict[Path, str]:
+    """How each input file is named in ids and errors: nothing for a single file; else its path relative to the
+    files' common folder (``day1.jsonl``; ``day2/answers.jsonl`` where a recursive glob finds files of one name in
+    several folders)."""
+    if not several_files(source):
+        return {f: "" for f in files}
+    root = Path(os.path.commonpath([str(f.parent) for f in files]))
+    return {f: f.relative_to(root).as_posix() for f in files}
+
+
+def id_prefix(name: str) -> str:
+    """What goes before the position of a record with no id: the file's name and ':' where the input is several
+    files (``day1.jsonl:7``), so the records of different files keep different ids; nothing for a single file."""
+    return f"{name}:" if name else ""
 
 
 def read_inputs(source: str | Path, need_samples: bool = True) -> tuple[list[Record], list[RecordError]]:
     """The records of a file, a folder of input files or a glob, in file order, and the errors of the others.
 
     A file that cannot be read at all, a bad record and an id already met in an earlier file are errors carrying
-    the file's name (``source``); the other files are still read. A source with no valid record anywhere raises."""
+    the file's name (``source``); the other files are still read. A source none of whose files can be read raises
+    (as an unreadable single file does); files read with no valid record give no records and their errors."""
     files = input_files(source)
     if not several_files(source):
         return read_records(source, need_samples)  # named as given in its errors
+    names = file_names(files, source)
     records: list[Record] = []
     errors: list[RecordError] = []
     first: dict[str, str] = {}  # id -> the file that holds it first
+    unreadable = 0
     for f in files:
         try:
-            recs, errs = read_records(f, need_samples, id_prefix(f, source))
+            recs, errs = read_records(f, need_samples, id_prefix(names[f]))
         except RecordError as e:
-            errors.append(e)
-            continue
+            errs, recs, unreadable = [e], [], unreadable + 1
         for e in errs:
-            e.source = f.name
+            e.source = names[f]
         errors += errs
         for r in recs:
             if r.id in first:
                 errors.append(RecordError(r.id, "id", f"duplicate id: already in {first[r.id]}, whose record is "
-                                          "scored (ids must be unique across the files)", f.name))
+                                          "scored (ids must be unique across the files)", names[f]))
                 continue
-            first[r.id] = f.name
+            first[r.id] = names[f]
             records.append(r)
-    if not records:
-        raise RecordError(str(source), "<file>", f"no valid record in its {len(files)} input files"
-                          + (f" (first: {errors[0]})" if errors else ""))
+    if unreadable == len(files):
+        raise RecordError(str(source), "<file>", f"no input file could be read ({len(files)} tried; the first: "
+                          f"{errors[0]})")
     return records, errors
 
 
@@ -555,6 +575,17 @@ def sentence_table(results: Results):
 OUTPUT_TYPES = (".json", ".jsonl", ".csv", ".parquet")
 
 
+def _read_as_input(path: Path, source: str | Path) -> bool:
+    """Whether a file at ``path`` would be among the input files of a folder or a glob ``source`` (both compared as
+    absolute paths; a recursive ``**`` matched across folders)."""
+    if Path(source).is_dir():
+        return path.resolve().parent == Path(source).resolve()
+    if not _is_glob(source):
+        return False
+    out, pattern = os.path.abspath(path), os.path.abspath(source)
+    return PurePath(out).match(pattern) or ("**" in pattern and fnmatch.fnmatch(out, pattern))
+
+
 def check_output(path: str | Path, source: str | Path | None = None) -> Path:
     """An output path that can be written, checked before any work: a known type, not a folder, not the input
     file, in a place this user can write to, and for .parquet an engine to write it; raises ValueError saying what
@@ -567,8 +598,7 @@ def check_output(path: str | Path, source: str | Path | None = None) -> Path:
         raise ValueError(f"the output {path} is a folder: name a file in it")
     if source is not None and path.exists() and path.resolve() == Path(source).resolve():
         raise ValueError(f"the output {path} is the input file: write the results to another file")
-    if source is not None and several_files(source) and path.suffix.lower() in INPUT_TYPES and (
-            path.resolve().parent == Path(source).resolve() or path.match(str(source))):
+    if source is not None and path.suffix.lower() in INPUT_TYPES and _read_as_input(path, source):
         raise ValueError(f"the output {path} would be read as input by the next run on {source}: write it "
                          "elsewhere")
     folder = next((p for p in (path.parent, *path.parent.parents) if p.exists()), Path("."))

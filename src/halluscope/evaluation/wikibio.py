@@ -278,7 +278,10 @@ def load_results(path, with_=None, combine: str | None = None, positions=None, m
     from ..io import keep_methods, merge_results, read_results
     from ..scorers import combination
 
-    head = Path(path).read_text(encoding="utf-8")[:4000]
+    p = Path(path)
+    if not p.is_file() or p.suffix.lower() not in (".json", ".jsonl"):  # a folder, a glob, a CSV or Parquet file
+        return None, True
+    head = p.read_bytes()[:4000].decode("utf-8", "replace")
     if '"sentence_scores"' not in head:
         return None, True
     res = merge_results([read_results(path), *(read_results(p) for p in with_ or [])])

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from ..io import id_prefix, input_files, read_records, records_from_objects
+from ..io import file_names, id_prefix, input_files, read_records, records_from_objects
 from ..types import Record, RecordError
 
 @dataclass(frozen=True)
@@ -53,8 +53,10 @@ def file_shards(source: str | Path) -> list[Shard]:
     """One shard per input file, keyed by the file's name and its absolute path, stamped with its size and
     modification time (a file that grows after its shard finished is scored again on resume). A record with no id
     is named as ``score --engine local`` names it (:func:`halluscope.io.id_prefix`)."""
-    return [Shard(shard_key(f.stem, str(f)), str(f), stamp=file_stamp(f), id_prefix=id_prefix(f, source))
-            for f in input_files(source)]
+    files = input_files(source)
+    names = file_names(files, source)
+    return [Shard(shard_key(f.stem, str(f)), str(f), stamp=file_stamp(f), id_prefix=id_prefix(names[f]))
+            for f in files]
 
 
 def file_stamp(f: Path) -> str:
