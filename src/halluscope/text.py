@@ -323,9 +323,12 @@ _COMPOUND = re.compile(rf"\b({'|'.join(_TENS)})[\s-]+({'|'.join(_UNITS[1:])})\b"
 # Short forms a chat answer writes where the samples spell out (both sides are mapped alike): the months' ("Dec.",
 # "Sept") and, matched before case-folding so that "us" stays a pronoun, "U.S.", "USA", "U.K.", "UK".
 _MONTHS = "january february march april may june july august september october november december".split()
-_MONTH_SHORT = {m[:3]: m for m in _MONTHS} | {"sept": "september"}
-_COUNTRY_SHORT = [(re.compile(r"(?<![\w.])U\.?S\.?(?:A\.?)?(?![\w])"), "United States"),
-                  (re.compile(r"(?<![\w.])U\.?K\.?(?![\w])"), "United Kingdom")]
+# A month's short form counts only where it is one: with its period or before a day or year ("Dec. 7", "Dec 2023"),
+# so "Jan Kowalski" and "Mar Vista" stay names. The country's: dotted, "USA" / "UK", or "US" after "the".
+_MONTH_SHORT = re.compile(r"\b(jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)(?:\.|(?=\s+\d))", re.I)
+_MONTH_OF = {m[:3]: m for m in _MONTHS} | {"sept": "september"}
+_COUNTRY_SHORT = [(re.compile(r"(?<![\w.])(?:U\.S\.(?:A\.)?|USA|(?<=the )US)(?!\.?\w)", re.I), "United States"),
+                  (re.compile(r"(?<![\w.])(?:U\.K\.|UK)(?!\.?\w)"), "United Kingdom")]
 _DATE = re.compile(rf"^({'|'.join(_MONTHS)}) (\d{{1,2}}) (\d{{3,4}})$|^(\d{{1,2}}) ({'|'.join(_MONTHS)}) (\d{{3,4}})$")
 
 
@@ -339,10 +342,10 @@ def normalize_mention(s: str) -> str:
     s = unicodedata.normalize("NFKC", s)
     for short, name in _COUNTRY_SHORT:
         s = short.sub(name, s)
-    s = s.casefold()
+    s = _MONTH_SHORT.sub(lambda m: _MONTH_OF[m[1].lower()], s).casefold()
     s = _ORDINAL_SUFFIX.sub("", _THOUSANDS.sub("", s))
     s = _COMPOUND.sub(lambda m: str(_TENS[m[1]] + _UNITS.index(m[2])), s)
-    return " ".join(_NUMBER_WORDS.get(w) or _MONTH_SHORT.get(w, w) for w in _WORDS.findall(s))
+    return " ".join(_NUMBER_WORDS.get(w, w) for w in _WORDS.findall(s))
 
 
 def mentions(text: str, mention: str) -> bool:

@@ -12,9 +12,10 @@ ordinals without their suffix; a mention that ends in a letter may take a plural
 sample that says "7 days", "1,000" in one that says "1000", "July 4th" in one that says "July 4", "American" in
 "Americans", and "1820" is not found in "1820s" (2026-11-28; before, a lower-cased substring). Chosen on WikiBio
 passages 0-118, where it raised all five of this method's figures at 20 samples and at 3 (EVALUATION.md, issue 14,
-"Entity mentions in one normal form"). Since 2026-11-29 a month's short form is read in full ("Dec. 7" is found in
-"December 7"), "U.S." / "USA" / "U.K." as the country's name, and a full date in either order ("7 December 2023"
-in "December 7, 2023"): short forms of chat answers, which moved WikiBio's figures by at most 0.15.
+"Entity mentions in one normal form"). Since 2026-11-29 a month's short form is read in full where it is one ("Dec.
+7" is found in "December 7"), "U.S." / "USA" / "the US" / "U.K." as the country's name, and a full date in either
+order ("7 December 2023" in "December 7, 2023"): short forms of chat answers, which moved WikiBio's figures by at
+most 0.15.
 
 Bounded in [0, 1]. A sentence without entities gets the median score of its record's other sentences (0.5 when no
 sentence of the record has one): no evidence either way. The evidence kept per sentence is the least-supported
