@@ -87,6 +87,8 @@ def test_rouge_l_lcs_and_scores():
         assert lcs_length(a, b) == dp(a, b), (a, b)
     assert words("Canberra is the Capital, of 3.5 km!") == ["canberra", "is", "the", "capital", "of", "3", "5", "km"]
     assert rouge_l_f1(words("a b"), words("...")) == 0.0
+    emoji = Detector(methods=["rouge_l"]).score([{"id": "e", "response": "🙂🙂", "samples": ["🙂🙂", "🙂🙂", "👍"]}])
+    assert emoji.items[0].passage_scores["rouge_l"] == pytest.approx(1 / 3)  # two same texts without words: alike
 
     samples = ["The capital of Australia is Canberra.", "Canberra is the capital of Australia."]
     res = Detector(methods=["rouge_l"]).score([

@@ -464,7 +464,7 @@ def test_folders_and_globs_from_the_review(tmp_path, monkeypatch):
 def test_a_second_run_on_the_same_output_is_refused_and_a_killed_run_leaves_no_lock(tmp_path):
     """Two overlapping runs on one -o file (a cron job that started before the last one ended) both scored every
     record and wrote it twice (80 lines for 48 ids): the second is refused at once, exit 2, naming the holder; the
-    lock goes with its holder, even one killed with SIGKILL, and leaves no file behind."""
+    lock goes with its holder, even one killed with SIGKILL (whose lock file the next run takes over and removes)."""
     import os
     import signal
     import subprocess

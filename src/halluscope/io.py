@@ -15,6 +15,7 @@ import json
 import math
 import os
 import uuid
+import warnings
 from pathlib import Path, PurePath
 from typing import Any, Callable, Iterable, Mapping
 
@@ -489,7 +490,9 @@ class OutputLock:
     def __init__(self, path: Path):
         import fcntl
 
-        self.file = path.with_name(path.name + ".lock")
+        real = path.resolve()  # a link and its target share one lock
+        self.file = real.with_name(real.name + ".lock")
+        self.fd: int | None = None
         while True:
             fd = os.open(self.file, os.O_RDWR | os.O_CREAT, 0o644)
             try:
@@ -499,6 +502,11 @@ class OutputLock:
                 os.close(fd)
                 raise OutputInUse(f"another run is writing {path} (process {holder}, lock {self.file}): wait for it "
                                   "to end, or write to another file") from None
+            except OSError as e:  # a file system without flock (some NFS or FUSE mounts): written unlocked
+                os.close(fd)
+                warnings.warn(f"{self.file}: the output cannot be locked here ({e}); a second run on it is not "
+                              "refused", stacklevel=3)
+                return
             try:
                 same = os.fstat(fd).st_ino == os.stat(self.file).st_ino
             except FileNotFoundError:
@@ -508,7 +516,7 @@ class OutputLock:
             os.close(fd)  # the file was removed by the run that held it: lock the new one
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
-        self.fd: int | None = fd
+        self.fd = fd
 
     def release(self) -> None:
         if self.fd is not None:

@@ -363,7 +363,7 @@ class Detector:
             scored = self._score_records(todo, evidence, writer, errors, progress)
             ordered = [done.get(r.id) or scored[r.id] for r in recs if r.id in done or r.id in scored]
             settings = self._settings(time.perf_counter() - t0, len(done))
-            settings["kept_other_ids"] = sum(k not in by_id for k in writer.done) if writer else 0
+            settings["kept_other_ids"] = sum(k not in by_id and k not in bad for k in writer.done) if writer else 0
             fixed = self._fixed_combination()
             if "combination" in self.methods and ordered:
                 zm = fixed or combination.combiner(ordered, list(self.combine), "run")

@@ -59,7 +59,7 @@ def show_results(results, primary: str | None = None, view: bool = True) -> None
     done = f"{n} record{'' if n == 1 else 's'} scored in {results.settings.get('seconds', 0):.1f}s"
     done += f", {resumed} read back from the earlier run" if resumed else ""
     other = int(results.settings.get("kept_other_ids") or 0)
-    done += f"; {other} results of ids not in this input stay in the output" if other else ""
+    done += f"; {other} result{'s' * (other > 1)} of ids not in this input stay in the output" if other else ""
     err.print(Text(f"{shading}; {done}", style="dim"), soft_wrap=True)  # one line in a log, never folded
 
 

@@ -132,6 +132,10 @@ class LlamaCppBackend(Backend):
             self._plain = Llama(model_path=str(self.path), n_ctx=self.n_ctx, n_threads=self.n_threads, verbose=False)
         return self._plain
 
+    def cache_id(self) -> str:
+        """Generations of this backend since non-text tokens were barred: those cached before are not reused."""
+        return f"{self.kind}:{self.model}:text"
+
     def _not_text(self, llm) -> dict[int, float]:
         """Tokens that are never text, barred from every answer: the vocabulary's user-defined tokens that are neither
         whitespace nor an HTML tag, i.e. another modality's markers (Gemma 3's ``<start_of_image>``, ``[multimodal]``).

@@ -11,7 +11,7 @@ Summaries", ACL workshop):
 over the response y and its N samples s_n. Words are the lower-cased ``\\w+`` runs of each text (rouge_score's
 tokenizer keeps ``[a-z0-9]+`` and can stem; here letters of every script count and nothing is stemmed). A text with
 no word shares nothing (F1 = 0). Higher = more likely hallucinated: 0 when every sample repeats the response word
-for word in the same order.
+for word in the same order. Two texts without a word ("🙂") are alike (F1 1) when they are the same text.
 
 Differences from LM-Polygraph: its ``LexicalSimilarity`` averages the similarity over pairs of *samples* (the
 model's uncertainty, the response unread) and stems with Porter; this score compares the response with each
@@ -64,6 +64,15 @@ def rouge_l_f1(a: list[str], b: list[str]) -> float:
     return 2 * p * r / (p + r)
 
 
+def _similarity(response: str, y: list[str], sample: str) -> float:
+    """ROUGE-L F1 of the response's words ``y`` and the sample's; two texts without a word (emoji, symbols) are
+    alike when they are the same text."""
+    s = words(sample)
+    if not y and not s:
+        return float(response.strip() == sample.strip())
+    return rouge_l_f1(y, s)
+
+
 class RougeScorer:
     """``rouge_l`` over prepared items: the response against each evidence text (the samples)."""
 
@@ -71,7 +80,7 @@ class RougeScorer:
         out = []
         for it in items:
             y = words(it.record.response)
-            sims = [rouge_l_f1(y, words(s)) for s in it.evidence]
+            sims = [_similarity(it.record.response, y, s) for s in it.evidence]
             out.append(MethodScores(np.zeros(0), float(1.0 - np.mean(sims)) if sims else float("nan")))
         return {"rouge_l": out}
 
