@@ -62,6 +62,7 @@ def _normalize_keys(d: Mapping[str, Any]) -> dict:
 
 
 _BAD = object()  # a line that could not be read (already reported): keeps the numbering
+INPUT_TYPES = (".jsonl", ".json", ".csv", ".parquet")
 
 
 def plain_value(v: Any) -> Any:
@@ -233,9 +234,8 @@ def read_records(path: str | Path, need_samples: bool = True, id_prefix: str = "
     if not path.is_file():
         raise RecordError(str(path), "<file>", "file does not exist")
     suffix = path.suffix.lower()
-    if suffix not in (".jsonl", ".json", ".csv", ".parquet"):
-        raise RecordError(str(path), "<file>",
-                          f"unknown file type {suffix!r} (use .jsonl, .json, .csv or .parquet)")
+    if suffix not in INPUT_TYPES:
+        raise RecordError(str(path), "<file>", f"unknown file type {suffix!r} (use {', '.join(INPUT_TYPES)})")
     if suffix == ".parquet":
         return records_from_objects(_parquet_rows(path), need_samples, id_prefix)
     try:
@@ -270,9 +270,6 @@ def read_records(path: str | Path, need_samples: bool = True, id_prefix: str = "
     if not data:
         raise RecordError(str(path), "<file>", "no records in the file (an empty list)")
     return records_from_objects(data, need_samples, id_prefix)
-
-
-INPUT_TYPES = (".jsonl", ".json", ".csv", ".parquet")
 
 
 def input_files(source: str | Path) -> list[Path]:

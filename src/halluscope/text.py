@@ -320,11 +320,11 @@ _NUMBER_WORDS = {w: str(i) for i, w in enumerate(_UNITS + "ten eleven twelve thi
                                                  "seventeen eighteen nineteen".split())}
 _NUMBER_WORDS.update({w: str(n) for w, n in _TENS.items()})
 _COMPOUND = re.compile(rf"\b({'|'.join(_TENS)})[\s-]+({'|'.join(_UNITS[1:])})\b")
-# Short forms a chat answer writes where the samples spell out (both sides are mapped alike): the months' ("Dec.",
-# "Sept") and, matched before case-folding so that "us" stays a pronoun, "U.S.", "USA", "U.K.", "UK".
+# Short forms a chat answer writes where the samples spell out (both sides are mapped alike). A month's counts only
+# where it is one: with its period or before a day or year ("Dec. 7", "Dec 2023"), so "Jan Kowalski" and "Mar Vista"
+# stay names. The country's, matched before case-folding so that "us" stays a pronoun: dotted, "USA" / "UK", or "US"
+# after "the".
 _MONTHS = "january february march april may june july august september october november december".split()
-# A month's short form counts only where it is one: with its period or before a day or year ("Dec. 7", "Dec 2023"),
-# so "Jan Kowalski" and "Mar Vista" stay names. The country's: dotted, "USA" / "UK", or "US" after "the".
 _MONTH_SHORT = re.compile(r"\b(jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)(?:\.|(?=\s+\d))", re.I)
 _MONTH_OF = {m[:3]: m for m in _MONTHS} | {"sept": "september"}
 _COUNTRY_SHORT = [(re.compile(r"(?<![\w.])(?:U\.S\.(?:A\.)?|USA|(?<=the )US)(?!\.?\w)", re.I), "United States"),
@@ -360,6 +360,6 @@ def mentions(text: str, mention: str) -> bool:
         return True
     date = _DATE.match(mention)  # a full date is the same date in either order ("december 7 2023", "7 december 2023")
     if date:
-        m, d, y = date.group(1, 2, 3) if date[1] else (date[5], date[4], date[6])
-        return f" {d} {m} {y} " in padded if date[1] else f" {m} {d} {y} " in padded
+        swapped = f"{date[2]} {date[1]} {date[3]}" if date[1] else f"{date[5]} {date[4]} {date[6]}"
+        return f" {swapped} " in padded
     return False

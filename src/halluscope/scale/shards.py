@@ -22,6 +22,7 @@ from typing import Any, Iterable, Sequence
 from ..io import file_names, id_prefix, input_files, read_records, records_from_objects
 from ..types import Record, RecordError
 
+
 @dataclass(frozen=True)
 class Shard:
     """One unit of resumable work. ``key`` names its output parts and its manifest entry (stable across runs);

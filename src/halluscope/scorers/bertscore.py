@@ -88,9 +88,7 @@ def _f1_block(ref: list[np.ndarray], cand: list[np.ndarray]) -> np.ndarray:
     # turned its default probability to 0), and 2PR / (P + R) of two negatives was divided by a clamped 1e-8
     recall = ((best_for_ref.clamp(-1, 1) * rmf).sum(-1) / rmf.sum(-1)).clamp(min=0)
     precision = ((best_for_cand.clamp(-1, 1) * cmf).sum(-1) / cmf.sum(-1)).clamp(min=0)
-    total = precision + recall
-    f1 = torch.where(total > 0, 2 * precision * recall / total.clamp(min=1e-12), torch.zeros_like(total))
-    return f1.numpy()
+    return (2 * precision * recall / (precision + recall).clamp(min=1e-12)).numpy()  # 0 where P = R = 0
 
 
 class BERTScoreScorer:
