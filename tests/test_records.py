@@ -497,6 +497,38 @@ def test_a_second_run_on_the_same_output_is_refused_and_a_killed_run_leaves_no_l
     assert r.stdout == ""  # -q: no per-record view on stdout; the summary went to stderr
 
 
+def test_commands_that_write_at_the_end_lock_their_output_for_the_whole_run(tmp_path):
+    """`check -o`, `evaluate -o`, `ensemble score -o` and `score -o X.csv` wrote their file at the end unlocked: a
+    second run on the same file worked for nothing and one result overwrote the other. Each takes the output's lock
+    before any work (refused at once while another holds it) and leaves no lock file behind; `ensemble score` no
+    longer overwrites its input."""
+    from typer.testing import CliRunner
+
+    from halluscope import Detector
+    from halluscope.cli import app
+    from halluscope.io import OutputInUse, OutputLock
+
+    src = _write_jsonl(tmp_path / "in.jsonl", [{**GOOD, "sentences": ["Paris is the capital of France."],
+                                                "labels": [0]}, {**GOOD, "id": "ok2", "correct": True}])
+    runs = {"out.json": ["check", "Who?"], "ev.jsonl": ["evaluate", str(src), "-m", "ngram1_max"],
+            "ens.jsonl": ["ensemble", "score", str(src)], "sc.csv": ["score", str(src), "-m", "ngram1_max", "-q"]}
+    for name, args in runs.items():
+        out = tmp_path / name
+        with OutputLock(out):
+            r = CliRunner().invoke(app, [*args, "-o", str(out)])
+            assert r.exit_code == 2 and f"another run is writing {out}" in r.output, (name, r.output)
+    for name in ("ev.jsonl", "sc.csv"):
+        out = tmp_path / name
+        r = CliRunner().invoke(app, [*runs[name], "-o", str(out)])
+        assert r.exit_code == 0 and out.stat().st_size > 0 and not out.with_name(name + ".lock").exists(), r.output
+    with OutputLock(tmp_path / "lib.csv"), pytest.raises(OutputInUse):
+        Detector(methods=["ngram1_max"]).score([GOOD], output=tmp_path / "lib.csv")
+    Detector(methods=["ngram1_max"]).score([GOOD], output=tmp_path / "lib.csv")
+    assert (tmp_path / "lib.csv").exists() and not (tmp_path / "lib.csv.lock").exists()
+    r = CliRunner().invoke(app, ["ensemble", "score", str(src), "-o", str(src)])
+    assert r.exit_code == 2 and "is the input file" in r.output and "samples" in src.read_text(), r.output
+
+
 def test_resume_rescores_results_split_otherwise_and_says_what_it_kept_of_other_ids(tmp_path):
     """A resumed night kept results whose sentences an older splitter made (a Markdown answer's list numbers as
     sentences of their own) and said nothing of results whose id had left the input: the first are scored again,

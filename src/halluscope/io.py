@@ -521,6 +521,12 @@ class OutputLock:
             os.close(self.fd)  # closing the descriptor releases the lock
             self.fd = None
 
+    def __enter__(self) -> "OutputLock":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
 
 def read_results(path: str | Path) -> Results:
     """Read results written by :func:`write_results` as JSON or JSONL (the CSV and Parquet tables hold one row per

@@ -21,7 +21,7 @@ import numpy as np
 
 from .engine import registry
 from .engine.store import Artefacts
-from .io import ResultWriter, check_output, records_from_objects, write_results
+from .io import OutputLock, ResultWriter, check_output, records_from_objects, write_results
 from .scorers import combination
 from .scorers.base import MethodScores, PreparedItem
 from .types import ItemResult, MethodInfo, Record, RecordError, Results
@@ -349,8 +349,9 @@ class Detector:
         if output is not None and check_output(output).suffix.lower() != ".jsonl":
             if resume:
                 raise ValueError(f"resuming continues a .jsonl output, not {output}")
-            results = self.score(records, progress=progress, evidence=evidence)
-            write_results(results, output)
+            with OutputLock(Path(output)):  # a second run on the same file is refused now, not overwritten later
+                results = self.score(records, progress=progress, evidence=evidence)
+                write_results(results, output)
             return results
         recs, errors = self._validate(records, evidence)
         by_id = {r.id: r for r in recs}

@@ -160,15 +160,23 @@ def show_usage(s: dict, cache_path) -> None:
               f"{s['cached_generations']} generations from the cache ({cache_path})[/]")
 
 
-def prepare_output(output: Optional[Path], source: Optional[Path], resume: bool = False) -> None:
+_HELD: list = []  # the outputs this command locked (prepare_output(hold=True)), released when it ends (fails)
+
+
+def prepare_output(output: Optional[Path], source: Optional[Path], resume: bool = False, hold: bool = False) -> None:
     """Before any work: an output that cannot be written is an error now, not after the scoring; --resume needs
-    the .jsonl output it continues; an errors file left by an earlier run is removed (this run lists its own)."""
-    from ..io import check_output
+    the .jsonl output it continues; an errors file left by an earlier run is removed (this run lists its own).
+    ``hold``: for a command that writes its output at the end, the output's lock is taken now and kept until the
+    command ends, so a second run on the same file is refused at once (a streamed output's writer locks it
+    itself)."""
+    from ..io import OutputLock, check_output
 
     if resume and (output is None or output.suffix.lower() != ".jsonl"):
         raise ValueError("--resume continues a .jsonl --output (the file each record is written to as it is scored)")
     if output is not None:
         check_output(output, source)
+        if hold:
+            _HELD.append(OutputLock(output))
         output.with_name(output.name + ".errors.jsonl").unlink(missing_ok=True)
 
 
@@ -317,5 +325,8 @@ def fails(fn):
         except (ValueError, OSError, UnreachableError, ImportError) as e:
             say(e)
             raise typer.Exit(2)
+        finally:
+            while _HELD:
+                _HELD.pop().release()
 
     return run

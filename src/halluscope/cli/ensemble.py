@@ -13,7 +13,7 @@ from ..io import json_safe
 from ..types import Results
 from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, CacheOpt, ChatOpt, ComponentsOpt, DataOpt, ExtJudgeOpt,
                      ExtJudgeUrlOpt, ModelOpt, NliOpt, ReportOpt, _bar, _exit_for_skipped, _judges,
-                     _read_records_or_exit, _sampler, console, ensemble_app, err, fails, say)
+                     _read_records_or_exit, _sampler, console, ensemble_app, err, fails, prepare_output, say)
 
 
 @ensemble_app.command("sac3")
@@ -340,6 +340,7 @@ def ensemble_score(
     from ..combine.tuned import EnsembleConfig
     from ..evaluation.response_metrics import graded_summary
     from ..evaluation.response_report import held_out_report
+    from ..io import write_atomic
     from .render import confidence_table
 
     cfg = EnsembleConfig.load(config, preset) if config else EnsembleConfig.preset(preset)
@@ -352,7 +353,7 @@ def ensemble_score(
         err.print(f"[yellow]warning:[/] {', '.join(skipped)} left out (no judge LLM: give --model / --base-url or "
                   "--external-judge); the other weights renormalized")
     usable = [c for c in cfg.components if c not in skipped]
-    _jsonl_output(output)
+    _jsonl_output(output, path)
     scorer = ComponentScorer(components=usable, llm=llm, judges={k: v for k, v in judges.items() if k in usable},
                              nli=store.nli(nli) if nli else None)  # None: the shared default, loaded if needed
     items, skipped_records = _answers(path)
@@ -367,7 +368,7 @@ def ensemble_score(
     if graded := graded_summary(items, conf, cfg.threshold):  # held-out figures, where answers carry a grade
         console.print(graded, highlight=False)
     if output:
-        output.write_text("\n".join(lines) + "\n")
+        write_atomic(output, ("\n".join(lines) + "\n").encode())
     if report:
         _write_report(report, held_out_report(items, C, cfg.components, conf, cfg.threshold, f"{path.name} (held out)"))
     _exit_for_skipped(Results(items=items, errors=skipped_records), output)
@@ -381,6 +382,7 @@ def _write_report(path: Optional[Path], res: dict) -> None:
         err.print(f"report: {path} (HTML figures: `halluscope report --ensemble {path}`)", highlight=False)
 
 
-def _jsonl_output(output: Optional[Path]) -> None:
+def _jsonl_output(output: Optional[Path], source: Path) -> None:
     if output is not None and output.suffix.lower() != ".jsonl":
         raise ValueError(f"--output {output}: ensemble score writes JSON lines: name a .jsonl file")
+    prepare_output(output, source, hold=True)

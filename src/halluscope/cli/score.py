@@ -121,7 +121,7 @@ def _score_local(path, output, resume, show: str, options: dict, llm: tuple, sam
     from ..pipeline import Detector, asks_llm
 
     source = path or example_path()
-    prepare_output(output, source, resume)
+    prepare_output(output, source, resume, hold=output is not None and output.suffix.lower() != ".jsonl")
     recs, errors = _read_records_or_exit(source)
     det = Detector(**options)
     if llm[0] or llm[1] or asks_llm(det.methods, det.qa_stages) or options.get("claims") == "llm":
@@ -183,7 +183,7 @@ def check(
     from ..llm.sampler import usage_summary
 
     opts = _method_options(method_option)
-    prepare_output(output, file)
+    prepare_output(output, file, hold=True)
     items = list(prompts or []) + (read_prompts(file) if file else [])
     if not items:
         raise ValueError("give prompts as arguments or with --file")
@@ -250,7 +250,7 @@ def evaluate(
     res, scored_now = load_results(path, with_, combine, _parse_range(passages), chosen, learned, calibration_file)
     if res is None:  # labelled records: score them now
         if output:
-            prepare_output(output, path)
+            prepare_output(output, path, hold=True)
         det = _detector(methods, encoder, layer, nli, precision=precision, split=split,
                         learned=str(learned) if learned else None)
         res = _score_labelled(det, path, _parse_range(passages))

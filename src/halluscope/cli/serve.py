@@ -86,7 +86,7 @@ def submit(
                          "FILE)")
     if (path is None) == (job_id is None):
         raise ValueError("give PATH (records to send) or --job ID (a job sent earlier), one of them")
-    prepare_output(output, path)
+    prepare_output(output, path, hold=True)
     recs, skipped = _read_records_or_exit(path) if path else ([], [])  # it names each skipped record
     if path and not recs:
         raise ValueError(f"no valid record in {path}: nothing to send")
