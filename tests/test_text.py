@@ -65,3 +65,50 @@ def test_markdown_answers_are_split_into_their_blocks_and_plain_text_as_before(w
     assert all(u in quoted for u in split_sentences(quoted))
     texts = [t for r in wikibio[:60] for t in (r.response, *r.samples)]
     assert [split_sentences(t) for t in texts] == [_blingfire(t.strip()) for t in texts]
+
+
+OTHER_LANGUAGES = [
+    "Die Zugspitze ist mit 2962 Metern der höchste Berg Deutschlands. Die Erstbesteigung erfolgte 1820.",
+    "La tour Eiffel a été construite par Gustave Eiffel pour l'Exposition universelle de 1889 à Paris.",
+    "La Torre Eiffel fue construida por Gustave Eiffel para la Exposición Universal de 1889 en París.",
+    "Il Colosseo è un anfiteatro romano costruito nel I secolo. Si trova nel centro di Roma.",
+    "De Nachtwacht is een schilderij van Rembrandt van Rijn uit 1642. Het hangt in het Rijksmuseum.",
+    "A Torre Eiffel foi construída por Gustave Eiffel para a Exposição Universal de 1889 em Paris.",
+    "长城全长约21196公里。明长城是保存最完好的部分。", "Москва — столица России. Она основана в 1147 году.",
+]
+
+
+def test_responses_in_other_languages_are_told_from_english_and_the_run_warns_of_them(wikibio, tmp_path):
+    """A German or Chinese answer was scored without a word, though the models are English-only (supported and
+    contradicted paraphrases came out barely apart): such a response is now named in a warning and in the settings.
+    No WikiBio response or sample is taken for another language, nor English with French names, terse lists or
+    code."""
+    import json
+    import warnings
+
+    from typer.testing import CliRunner
+
+    from halluscope import Detector
+    from halluscope.cli import app
+    from halluscope.text import looks_english
+
+    english = [r.response for r in wikibio] + [s for r in wikibio[:60] for s in r.samples] + [
+        "Jean de La Fontaine was a French fabulist, one of the most widely read French poets of the 17th century.",
+        "- Fast startup with lazy imports\n- Typed configuration via pydantic models\n- Async HTTP built on httpx",
+        "```python\ndef add(a, b):\n    return a + b\n```", "Smith et al. (2020) found e.g. 2 dozen cakes per box.",
+        "I don't like television much, I do like Cheers though.", "Canberra.", "42"]
+    assert [t for t in english if not looks_english(t)] == []
+    assert [t for t in OTHER_LANGUAGES if looks_english(t)] == []
+
+    recs = [{"id": "de", "response": OTHER_LANGUAGES[0], "samples": [OTHER_LANGUAGES[0]]},
+            {"id": "zh", "response": OTHER_LANGUAGES[6], "samples": [OTHER_LANGUAGES[6]]},
+            {"id": "en", "response": english[0], "samples": [english[0]]}]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = Detector(methods=["ngram1_max"]).score(recs)
+    assert res.settings["not_english"] == ["de", "zh"]
+    assert [str(w.message).split(":")[0] for w in caught] == ["2 of 3 responses do not look like English (de, zh)"]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    r = CliRunner().invoke(app, ["score", str(src), "-m", "ngram1_max", "-q"])
+    assert r.exit_code == 0 and "warning: 2 of 3 responses do not look like English (de, zh)" in r.output, r.output

@@ -13,6 +13,7 @@ Models are loaded once per detector, lazily, and only for the methods asked for.
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -24,6 +25,7 @@ from .engine.store import Artefacts
 from .io import OutputLock, ResultWriter, check_output, records_from_objects, write_results
 from .scorers import combination
 from .scorers.base import MethodScores, PreparedItem
+from .text import looks_english
 from .types import ItemResult, MethodInfo, Record, RecordError, Results
 
 DEFAULT_METHODS = ("ngram1_max_rel", "bertscore", "nli_support", "entity", "combination", "probability")
@@ -363,7 +365,7 @@ class Detector:
             t0 = time.perf_counter()
             scored = self._score_records(todo, evidence, writer, errors, progress)
             ordered = [done.get(r.id) or scored[r.id] for r in recs if r.id in done or r.id in scored]
-            settings = self._settings(time.perf_counter() - t0, len(done))
+            settings = self._settings(time.perf_counter() - t0, len(done), recs)
             settings["kept_other_ids"] = sum(k not in by_id and k not in bad for k in writer.done) if writer else 0
             fixed = self._fixed_combination()
             if "combination" in self.methods and ordered:
@@ -509,7 +511,9 @@ class Detector:
 
         return on_claims(combine, components)
 
-    def _settings(self, seconds: float, resumed: int) -> dict[str, Any]:
+    def _settings(self, seconds: float, resumed: int, recs: list[Record]) -> dict[str, Any]:
+        """The run's settings; responses that do not look like English are listed (``not_english``) and warned of:
+        the models are English-only."""
         enc, nli = self._models.get("encoder"), self._models.get("nli")
         settings: dict[str, Any] = {
             "methods": {m: vars(i) for m, i in self.method_info().items()},
@@ -525,6 +529,11 @@ class Detector:
             "resumed": resumed,
             "halluscope": _version(),
         }
+        if foreign := [r.id for r in recs if not looks_english(r.response)]:
+            settings["not_english"] = foreign
+            warnings.warn(f"{len(foreign)} of {len(recs)} responses do not look like English ({', '.join(foreign[:5])}"
+                          f"{', ...' if len(foreign) > 5 else ''}): the models are English-only, and their scores of "
+                          "other languages are unreliable", stacklevel=4)
         if "combination" in self.methods:
             settings["combine"] = list(self.combine)
         if self.claims is not None:

@@ -363,3 +363,36 @@ def mentions(text: str, mention: str) -> bool:
         swapped = f"{date[2]} {date[1]} {date[3]}" if date[1] else f"{date[5]} {date[4]} {date[6]}"
         return f" {swapped} " in padded
     return False
+
+
+# Function words: the most frequent words of English, and of the languages an English text is most often mistaken
+# for in this check (German, French, Spanish, Italian, Dutch, Portuguese), leaving out the words they share with
+# English or English texts use ("in", "a", "is", "die", "an", "van", "per", "et" of "et al.", "e" of "e.g.", ...).
+_ENGLISH_WORDS = frozenset(
+    "the of to and or is are was were be been it its that this these those for on with as by at from i he she they his"
+    " her their him them not but which who has have had will would can could you we my our your there also after"
+    " into than then when where while about over during under between do does did if so what all just".split())
+_OTHER_WORDS = frozenset(
+    "der das und ist nicht ein eine einen dem den des mit von auf für sich auch wurde sind zu im"  # German
+    " le la les des du est une un dans pour que qui pas sur au aux été il elle ce"  # French
+    " el los las del y es una por para con lo fue se su sus como"  # Spanish
+    " il gli di è della delle nel nella che non sono"  # Italian
+    " het een en op zijn niet voor met dat werd"  # Dutch
+    " os da dos das é em não uma com foi"  # Portuguese
+    .split())
+_LETTER_WORDS = re.compile(r"[^\W\d_]+")
+
+
+def looks_english(text: str) -> bool:
+    """Whether ``text`` may be English, by a cheap check: not when most of its letters (of at least 10) are of a
+    non-Latin script (Chinese, Cyrillic, Arabic, ...), nor when among at least 8 words those of another European
+    language's function words outnumber English ones (a German, French, Spanish, Italian, Dutch or Portuguese text).
+    Short texts, lists of terms and code pass: the models are English-only (README), and a text this flags gets
+    scores that do not mean what they mean on English."""
+    letters = [c for c in text if c.isalpha()]
+    if len(letters) >= 10 and sum(c >= "\u0250" for c in letters) > len(letters) / 2:
+        return False
+    words = _LETTER_WORDS.findall(text.casefold())
+    if len(words) < 8:
+        return True
+    return sum(w in _OTHER_WORDS for w in words) <= sum(w in _ENGLISH_WORDS for w in words)
