@@ -425,6 +425,33 @@ def test_a_folder_or_glob_of_files_is_read_as_one_input_on_both_engines(tmp_path
     assert [x["source"] for x in side] == ["a.jsonl", "b.jsonl"]
 
 
+def test_several_paths_such_as_a_glob_the_shell_expanded_are_read_as_one_input(tmp_path):
+    """`halluscope score in/*.jsonl`, unquoted, reached the command as several paths and ended in "Got unexpected
+    extra argument". Several files, folders or globs are now one input, in the order given (each file once), ids
+    named FILE:N as for a folder; the Ray engine, which shards one source, says to quote the glob."""
+    from typer.testing import CliRunner
+
+    from halluscope.cli import app
+    from halluscope.io import read_inputs
+
+    anon = {k: v for k, v in GOOD.items() if k != "id"}
+    (tmp_path / "in").mkdir()
+    a = _write_jsonl(tmp_path / "in" / "a.jsonl", [anon, {**GOOD, "id": "x"}])
+    b = _write_jsonl(tmp_path / "in" / "b.jsonl", [anon, {**GOOD, "id": "x"}])
+    recs, errs = read_inputs([b, a, b])
+    assert [r.id for r in recs] == ["b.jsonl:0", "x", "a.jsonl:0"]
+    assert [(e.source, e.record, e.field) for e in errs] == [("a.jsonl", "x", "id")]
+    assert [r.id for r in read_inputs([a])[0]] == ["0", "x"]  # one file: named as when given alone
+    out = tmp_path / "out.jsonl"
+    r = CliRunner().invoke(app, ["score", str(a), str(b), "-m", "ngram1_max", "-q", "-o", str(out)])
+    assert r.exit_code == 3 and "duplicate id" in r.output, r.output
+    assert [json.loads(l)["id"] for l in out.read_text().splitlines()] == ["a.jsonl:0", "x", "b.jsonl:0"]
+    r = CliRunner().invoke(app, ["score", str(a), str(b), "-m", "ngram1_max", "-q", "-o", str(a)])
+    assert r.exit_code == 2 and "is the input file" in r.output, r.output
+    r = CliRunner().invoke(app, ["score", str(a), str(b), "--engine", "ray", "-o", str(tmp_path / "ray")])
+    assert r.exit_code == 2 and "quote a glob" in r.output and not (tmp_path / "ray").exists(), r.output
+
+
 def test_folders_and_globs_from_the_review(tmp_path, monkeypatch):
     """Files of one name in two folders of a recursive glob keep apart (day1/answers.jsonl:0); a glob's other files
     are said and left, as a folder's, and hidden files are not read; a folder whose every record is invalid is

@@ -17,7 +17,7 @@ import os
 import uuid
 import warnings
 from pathlib import Path, PurePath
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .types import ItemResult, Record, RecordError, Results, json_safe  # noqa: F401 (json_safe: io's name too)
 
@@ -272,9 +272,25 @@ def read_records(path: str | Path, need_samples: bool = True, id_prefix: str = "
     return records_from_objects(data, need_samples, id_prefix)
 
 
-def input_files(source: str | Path) -> list[Path]:
+def _many(source) -> bool:
+    """Whether ``source`` is several paths (a list or tuple of files, folders or globs, e.g. a glob the shell
+    expanded) rather than one."""
+    return isinstance(source, (list, tuple))
+
+
+def describe(source) -> str:
+    """A source as a message names it: the path, or several paths joined by spaces."""
+    return " ".join(str(s) for s in source) if _many(source) else str(source)
+
+
+def input_files(source: str | Path | Sequence[str | Path]) -> list[Path]:
     """The input files of a path: the file itself, every input file in a folder, or the input files a glob matches
-    (sorted, so they come in the same order on every run; hidden files, such as macOS's ``._a.jsonl``, left out)."""
+    (sorted, so they come in the same order on every run; hidden files, such as macOS's ``._a.jsonl``, left out);
+    of several paths, theirs in the order given, each file once."""
+    if _many(source):
+        if not source:
+            raise FileNotFoundError("no input given")
+        return list(dict.fromkeys(f for s in source for f in input_files(s)))
     p = Path(source)
     if p.is_dir() or _is_glob(source):
         files = sorted(f for f in _candidates(source) if f.suffix.lower() in INPUT_TYPES)
@@ -298,20 +314,25 @@ def _candidates(source: str | Path) -> list[Path]:
     return [f for f in found if f.is_file() and not f.name.startswith(".")]
 
 
-def ignored_files(source: str | Path) -> list[Path]:
+def ignored_files(source: str | Path | Sequence[str | Path]) -> list[Path]:
     """The files of a folder or a glob that are not input files (e.g. ``.jsonl.gz``, ``README.txt``): said, not
     read."""
+    if _many(source):
+        return list(dict.fromkeys(f for s in source for f in ignored_files(s)))
     if not (Path(source).is_dir() or _is_glob(source)):
         return []
     return sorted(f for f in _candidates(source) if f.suffix.lower() not in INPUT_TYPES)
 
 
-def several_files(source: str | Path) -> bool:
-    """Whether a source names its input files by a folder or a glob (a record with no id is then named FILE:N)."""
+def several_files(source: str | Path | Sequence[str | Path]) -> bool:
+    """Whether a source names its input files by a folder, a glob or several paths (a record with no id is then
+    named FILE:N)."""
+    if _many(source):
+        return len(source) != 1 or several_files(source[0])
     return not Path(source).is_file()
 
 
-def file_names(files: list[Path], source: str | Path) -> dict[Path, str]:
+def file_names(files: list[Path], source: str | Path | Sequence[str | Path]) -> dict[Path, str]:
     """How each input file is named in ids and errors: nothing for a single file; else its path relative to the
     files' common folder (``day1.jsonl``; ``day2/answers.jsonl`` where a recursive glob finds files of one name in
     several folders)."""
@@ -327,15 +348,17 @@ def id_prefix(name: str) -> str:
     return f"{name}:" if name else ""
 
 
-def read_inputs(source: str | Path, need_samples: bool = True) -> tuple[list[Record], list[RecordError]]:
-    """The records of a file, a folder of input files or a glob, in file order, and the errors of the others.
+def read_inputs(source: str | Path | Sequence[str | Path], need_samples: bool = True
+                ) -> tuple[list[Record], list[RecordError]]:
+    """The records of a file, a folder of input files, a glob or several of them, in file order, and the errors of
+    the others.
 
     A file that cannot be read at all, a bad record and an id already met in an earlier file are errors carrying
     the file's name (``source``); the other files are still read. A source none of whose files can be read raises
     (as an unreadable single file does); files read with no valid record give no records and their errors."""
     files = input_files(source)
     if not several_files(source):
-        return read_records(source, need_samples)  # named as given in its errors
+        return read_records(source[0] if _many(source) else source, need_samples)  # named as given in its errors
     names = file_names(files, source)
     records: list[Record] = []
     errors: list[RecordError] = []
@@ -357,7 +380,7 @@ def read_inputs(source: str | Path, need_samples: bool = True) -> tuple[list[Rec
             first[r.id] = names[f]
             records.append(r)
     if unreadable == len(files):
-        raise RecordError(str(source), "<file>", f"no input file could be read ({len(files)} tried; the first: "
+        raise RecordError(describe(source), "<file>", f"no input file could be read ({len(files)} tried; the first: "
                           f"{errors[0]})")
     return records, errors
 
@@ -586,9 +609,11 @@ def sentence_table(results: Results):
 OUTPUT_TYPES = (".json", ".jsonl", ".csv", ".parquet")
 
 
-def _read_as_input(path: Path, source: str | Path) -> bool:
+def _read_as_input(path: Path, source: str | Path | Sequence[str | Path]) -> bool:
     """Whether a file at ``path`` would be among the input files of a folder or a glob ``source`` (both compared as
     absolute paths; a recursive ``**`` matched across folders)."""
+    if _many(source):
+        return any(_read_as_input(path, s) for s in source)
     if Path(source).is_dir():
         return path.resolve().parent == Path(source).resolve()
     if not _is_glob(source):
@@ -597,7 +622,7 @@ def _read_as_input(path: Path, source: str | Path) -> bool:
     return PurePath(out).match(pattern) or ("**" in pattern and fnmatch.fnmatch(out, pattern))
 
 
-def check_output(path: str | Path, source: str | Path | None = None) -> Path:
+def check_output(path: str | Path, source: str | Path | Sequence[str | Path] | None = None) -> Path:
     """An output path that can be written, checked before any work: a known type, not a folder, not the input
     file, in a place this user can write to, and for .parquet an engine to write it; raises ValueError saying what
     is wrong."""
@@ -607,7 +632,8 @@ def check_output(path: str | Path, source: str | Path | None = None) -> Path:
                          ".parquet)")
     if path.is_dir():
         raise ValueError(f"the output {path} is a folder: name a file in it")
-    if source is not None and path.exists() and path.resolve() == Path(source).resolve():
+    if source is not None and path.exists() and any(path.resolve() == Path(s).resolve()
+                                                    for s in (source if _many(source) else [source])):
         raise ValueError(f"the output {path} is the input file: write the results to another file")
     if source is not None and path.suffix.lower() in INPUT_TYPES and _read_as_input(path, source):
         raise ValueError(f"the output {path} would be read as input by the next run on {source}: write it "

@@ -125,10 +125,11 @@ def _detector(methods, encoder, layer, nli, baseline=None, combine=None, precisi
         raise typer.Exit(2)
 
 
-def _read_records_or_exit(path: Path):
-    """Read the records of a file, a folder of input files or a glob; an input with no record to read ends the
-    command (exit 2), bad records are reported and skipped, a folder's files that are not input are said."""
-    from ..io import INPUT_TYPES, ignored_files, read_inputs
+def _read_records_or_exit(path):
+    """Read the records of a file, a folder of input files, a glob or a list of them; an input with no record to
+    read ends the command (exit 2), bad records are reported and skipped, a folder's files that are not input are
+    said."""
+    from ..io import INPUT_TYPES, describe, ignored_files, read_inputs
 
     try:
         recs, errors = read_inputs(path)
@@ -140,7 +141,7 @@ def _read_records_or_exit(path: Path):
     ignored = ignored_files(path)
     if ignored:
         many = len(ignored) > 1
-        say(f"{len(ignored)} file{'s' * many} of {path} that {'are' if many else 'is'} not input "
+        say(f"{len(ignored)} file{'s' * many} of {describe(path)} that {'are' if many else 'is'} not input "
             f"({', '.join(INPUT_TYPES)}): {', '.join(f.name for f in ignored[:5])}{' ...' * (len(ignored) > 5)}",
             "not read:", "yellow")
     return recs, errors

@@ -53,8 +53,8 @@ from .render import _table, show_results
 @app.command()
 @fails
 def score(
-    path: Optional[Path] = typer.Argument(None, help="Records: a .jsonl, .json, .csv or .parquet file, a folder of "
-                                          "them or a glob; default: the bundled examples."),
+    paths: Optional[list[Path]] = typer.Argument(None, help="Records: .jsonl, .json, .csv or .parquet files, folders"
+                                                 " of them or globs; default: the bundled examples.", show_default=False),
     methods: Optional[str] = MethodsOpt,
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write results (.jsonl/.json/.csv/.parquet)."
                                           " A .jsonl output is written as the run goes, a batch of 16 records at"
@@ -98,6 +98,7 @@ def score(
     """Score every sentence of each record's response against its samples, and each passage as a whole. Methods that
     ask an LLM (p_true, verbalized, the judges, prompt, ...) use --model / --base-url (default: the packaged local
     model)."""
+    path = (paths[0] if len(paths) == 1 else paths) if paths else None  # several: files in the order given
     options = {k: v for k, v in dict(
         methods=methods, encoder=encoder, layer=layer, precision=precision, sentence_split=split, nli=nli,
         nli_evidence=check_evidence(nli_evidence), nli_precision=nli_precision,
@@ -336,6 +337,9 @@ def _score_on_ray(engine, path, output, resume, address, pool, as_json, options)
         raise ValueError(f"--engine must be 'local' or 'ray', got {engine!r}")
     if path is None or output is None:
         raise ValueError("--engine ray needs an input (a file, folder or glob of shards) and -o OUT/ (a folder)")
+    if isinstance(path, list):
+        raise ValueError(f"--engine ray reads one file, folder or glob, not {len(path)} paths: quote a glob ('in/*."
+                         "jsonl') so that halluscope reads it, or give the folder")
     try:
         run = score_with_ray(str(path), output, address=address, num_actors=pool[0], num_gpus_per_actor=pool[1],
                              num_cpus_per_actor=pool[2], resume=resume, progress=True,
