@@ -477,3 +477,27 @@ def test_evaluate_counts_leaves_out_nan_shows_response_methods_notes_ties_and_re
     assert cal.exit_code == 0, cal.output
     figures = json.loads(cal.stdout)
     assert figures["probability"]["sentences"] == n - 1 and figures["calibration"]["n"] == n - 1
+
+
+def test_one_long_record_shows_the_nli_pass_while_its_record_bar_cannot_move(wikibio, tmp_path):
+    """One long answer (a chunk of one record) left `scoring: 0/1` silent until the end, however long the NLI pass:
+    a run of one chunk now shows the pass's pairs under it (on a terminal a second bar, in a log a line at most
+    every 15 s and at the end); a run of many chunks, whose record bar moves, keeps to that one."""
+    r0 = wikibio[7]
+    rec = {"id": "long", "response": r0.response, "samples": [s + " (progress test)" for s in r0.samples]}
+    src = tmp_path / "one.jsonl"
+    src.write_text(json.dumps(rec) + "\n")
+    r = runner.invoke(app, ["score", str(src), "-m", "nli_support", "-q"])
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    nli = [line for line in lines if line.startswith("NLI pairs: ")]
+    assert nli and nli[-1].split()[2].split("/")[0] == nli[-1].split()[2].split("/")[1], r.output
+    assert lines.index(nli[-1]) < next(k for k, line in enumerate(lines) if line.startswith("scoring: 1/1"))
+    from halluscope.engine import store
+
+    assert store.nli().progress is None  # the run's bar is not left on the shared model
+    many = tmp_path / "many.jsonl"
+    many.write_text("".join(json.dumps({**rec, "id": f"r{k}", "samples": [s + f" ({k})" for s in r0.samples[:2]]})
+                            + "\n" for k in range(20)))
+    r = runner.invoke(app, ["score", str(many), "-m", "nli_support", "-q"])
+    assert r.exit_code == 0 and "NLI pairs" not in r.output and "scoring: 20/20" in r.output, r.output

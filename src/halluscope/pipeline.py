@@ -390,6 +390,9 @@ class Detector:
         scored: dict[str, ItemResult] = {}
         failures: list[Exception] = []
         bar = _progress(progress, len(todo))
+        nli = self._models.get("nli") if todo and self.scorers() else None
+        if hasattr(bar, "sub") and nli is not None and nli.progress is None and len(todo) <= self.chunk_size:
+            nli.progress = bar.sub  # one chunk: its bar moves only at the end, the NLI pass's pairs show meanwhile
         try:
             for start in range(0, len(todo), self.chunk_size):
                 chunk = todo[start : start + self.chunk_size]
@@ -402,6 +405,8 @@ class Detector:
                         writer.write(res)
                 bar(len(chunk))
         finally:
+            if nli is not None and nli.progress == getattr(bar, "sub", None):
+                nli.progress = None
             bar(None)
         if failures and not scored:  # no record of the run could be scored: the method's failure, not a record's
             raise failures[0]
@@ -565,46 +570,63 @@ def _progress(progress, total: int):
 
 def rich_bar(label: str, total: int, console=None):
     """Progress with count, rate and time left; returns ``step(n)``, ``step(None)`` closes it. On a terminal a rich
-    bar; elsewhere (a log, a pipe, CI) a plain line at most every 15 s and at the end, so a long run is never silent."""
-    import time
-
+    bar; elsewhere (a log, a pipe, CI) a plain line at most every 15 s and at the end, so a long run is never silent.
+    ``step.sub(label, total)`` is a second bar of the same kind under it (e.g. a long pass inside one step), closed
+    the same way."""
     from rich.console import Console
 
     console = console or Console(stderr=True)
     if not console.is_terminal:
-        t0, last, done, shown = time.monotonic(), [0.0], [0], [-1]
-
-        def line(n):
-            now = time.monotonic()
-            if n is not None:
-                done[0] += n
-                if now - last[0] < 15 and done[0] < total:
-                    return
-            if shown[0] == done[0]:
-                return
-            last[0], shown[0] = now, done[0]
-            el = max(now - t0, 1e-9)
-            rate = done[0] / el
-            left = (total - done[0]) / rate if rate > 0 else float("nan")
-            eta = f", {left:.0f} s left" if left == left and done[0] < total else ""
-            console.print(f"{label}: {done[0]}/{total} ({rate:.1f}/s, {el:.0f} s{eta})", highlight=False,
-                          soft_wrap=True)
-
+        line = _plain_bar(label, total, console)
+        line.sub = lambda lab, tot: _plain_bar(lab, tot, console)
         return line
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    p = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
-                 TimeRemainingColumn(), transient=True, console=console)
+    p = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                 TextColumn("ETA"), TimeRemainingColumn(), transient=True, console=console)
     p.start()
-    task = p.add_task(label, total=total)
 
-    def step(n):
-        if n is None:
-            p.stop()
-        else:
-            p.advance(task, n)
+    def bar(lab: str, tot: int, main: bool):
+        task = p.add_task(lab, total=tot)
 
+        def step(n):
+            if n is not None:
+                p.advance(task, n)
+            elif main:
+                p.stop()
+            else:
+                p.remove_task(task)
+
+        return step
+
+    step = bar(label, total, True)
+    step.sub = lambda lab, tot: bar(lab, tot, False)
     return step
+
+
+def _plain_bar(label: str, total: int, console):
+    """:func:`rich_bar` off a terminal: a line at most every 15 s and at the end."""
+    import time
+
+    t0, last, done, shown = time.monotonic(), [0.0], [0], [-1]
+
+    def line(n):
+        now = time.monotonic()
+        if n is not None:
+            done[0] += n
+            if now - last[0] < 15 and done[0] < total:
+                return
+        if shown[0] == done[0]:
+            return
+        last[0], shown[0] = now, done[0]
+        el = max(now - t0, 1e-9)
+        rate = done[0] / el
+        left = (total - done[0]) / rate if rate > 0 else float("nan")
+        eta = f", {left:.0f} s left" if left == left and done[0] < total else ""
+        console.print(f"{label}: {done[0]}/{total} ({rate:.1f}/s, {el:.0f} s{eta})", highlight=False,
+                      soft_wrap=True)
+
+    return line
 
 
 def run_level(e: BaseException) -> bool:
