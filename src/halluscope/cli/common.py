@@ -55,7 +55,8 @@ QuietOpt = typer.Option(False, "--quiet", "-q", help="No per-record view on stdo
 ClaimsOpt = typer.Option(None, "--claims", help="Also split each sentence into atomic claims and score them: 'rule' "
                          "(offline parse) or 'llm' (a prompt on --model / --base-url, default the packaged model).")
 MethodsOpt = typer.Option(None, "--methods", "-m", help="Comma-separated method names ('ngram' = every n-gram "
-                          "variant, 'all' = everything); see `halluscope methods`.")
+                          "variant, 'all' = every offline sentence method and the combiners, 'response' = the offline answer-level "
+                          "ones); see `halluscope methods`.")
 
 
 EncoderOpt = typer.Option(None, "--encoder", help="BERTScore encoder: Hugging Face id, local path, or 'minilm'.")
@@ -100,7 +101,8 @@ QaStageOpt = typer.Option(None, "--qa-stage", help="STAGE=ID_OR_PATH: an MQAG st
                           "LLM, and with all four the qa_* methods run with no LLM.")
 MethodOptionOpt = typer.Option(None, "--method-option", help="METHOD.KEY=VALUE: one setting of one method (VALUE "
                                 "read as JSON, else as text), e.g. judge_panel.combine=majority, "
-                                "'judge_panel.judges=[\"verdict\",\"likert\"]', p_true.samples=5; repeatable.")
+                                "'judge_panel.judges=[\"verdict\",\"likert\"]', p_true.k=5 (`halluscope methods` lists each method's keys); "
+                                "repeatable.")
 DataOpt = typer.Option(None, "--data", help="The data folder (wikibio/, sac3_nq_open/, questions/, nli/; default: "
                        "$HALLUSCOPE_DATA or ../shared/data).")
 FirstSamplesOpt = typer.Option(None, "--samples", min=1, help="Use only the first K samples of each record (none "
@@ -291,9 +293,9 @@ ExtJudgeOpt = typer.Option(None, "--external-judge", help="An external LLM judge
 ExtJudgeUrlOpt = typer.Option(None, "--external-judge-url", help="OpenAI-compatible server of the external judge.")
 
 
-CacheOpt = typer.Option(None, "--cache", help="On-disk generation cache (SQLite; default: $HALLUSCOPE_CACHE or "
-                        "~/.cache/halluscope/generations.sqlite): a "
-                        "re-run costs nothing and an interrupted run resumes.")
+CacheOpt = typer.Option(None, "--cache", help="On-disk generation cache (SQLite; default: $HALLUSCOPE_CACHE, else "
+                        "generations.sqlite in $HALLUSCOPE_CACHE_DIR, $XDG_CACHE_HOME/halluscope or ~/.cache/halluscope):"
+                        " a re-run costs nothing and an interrupted run resumes.")
 
 
 def _parse_range(s: Optional[str], option: str = "--passages") -> Optional[list[int]]:

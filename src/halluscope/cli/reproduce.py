@@ -41,7 +41,8 @@ def reproduce_wikibio(
     data: Optional[Path] = DataOpt,
     passages: Optional[str] = typer.Option(None, "--passages", help="Subset by position, e.g. '0-118' or '0,5,9'."),
     as_json: bool = typer.Option(False, "--json", help="Print our figures as JSON keyed by method name."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Results .jsonl, written as the run goes."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Results: a .jsonl is written as the run "
+                                          "goes; .json, .csv, .parquet at the end."),
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run from --output."),
     encoder: Optional[str] = EncoderOpt,
     layer: Optional[int] = LayerOpt,
@@ -57,7 +58,7 @@ def reproduce_wikibio(
                                             "the server's model name with --base-url; default the packaged Gemma)."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible server for the LLM methods."),
     cache: Optional[Path] = typer.Option(None, "--cache", help="Generation cache for LLM methods (default: "
-                                         "$HALLUSCOPE_CACHE or ~/.cache/halluscope/generations.sqlite)."),
+                                         "as score's --cache)."),
     concurrency: int = typer.Option(4, "--concurrency"),
 ):
     """Score the 238 WikiBio GPT-3 passages and print our figures beside the paper's Tables 3 and 6."""
@@ -203,7 +204,8 @@ def reproduce_claims_cmd(
     data: Optional[Path] = DataOpt,
     passages: Optional[str] = typer.Option(None, "--passages", help="Subset by position, e.g. '0-118' or '0,4,8'."),
     samples: Optional[int] = FirstSamplesOpt,
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Results .jsonl, written as the run goes."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Results: a .jsonl is written as the run "
+                                          "goes; .json, .csv, .parquet at the end."),
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run from --output (a finished "
                                 "file is evaluated again without rescoring)."),
     nli_evidence: str = NliEvidenceOpt,

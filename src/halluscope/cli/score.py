@@ -176,7 +176,7 @@ def check(
     method_option: Optional[list[str]] = MethodOptionOpt,
     nli: Optional[str] = NliOpt,
     as_json: bool = typer.Option(False, "--json"),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the results (.json/.jsonl/.csv)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the results (.json/.jsonl/.csv/.parquet)."),
 ):
     """Answer each prompt with an LLM (main response at temperature 0, N samples at --temperature) and score every
     sentence of the answer. Runs with no network and no key on the packaged local model."""

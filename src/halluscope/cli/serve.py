@@ -240,7 +240,7 @@ app.add_typer(keys_app, name="keys")
 @keys_app.command("create")
 @fails
 def keys_create(name: str = typer.Argument(...), scopes: str = typer.Option("submit", "--scopes",
-                help="Comma-separated: submit, review, admin."), db: Optional[str] = DbOpt):
+                help="Comma-separated: submit, review, metrics, admin."), db: Optional[str] = DbOpt):
     """Create a key; it is printed this once (only its hash is stored). Before the first start of an unattended
     server, an admin key made so keeps the server from printing one to its log. A SQLite file that is not there
     yet is created (and said so)."""

@@ -159,7 +159,7 @@ def train_nli_cmd(
                                  "(Bob / Robert, in 1937 / in the 1930s, Jan. / January, 4,500 / 4500) as entailment, "
                                  "each with a changed fact at the same place as contradiction."),
     mixture: Optional[Path] = typer.Option(None, "--mixture", help="Train on this pairs file (another run's "
-                                           "OUT/mixture.jsonl, or it gzipped, to carry to a GPU machine) instead of "
+                                           "OUT/mixture.jsonl, or it gzipped or as xz, to carry to a GPU machine) instead of "
                                            "building the mixture from --data; --data then only serves the evaluation."),
     device: str = typer.Option("auto", "--device", help="auto (a CUDA GPU where torch sees one, else the CPU), cpu "
                                "or cuda."),
