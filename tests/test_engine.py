@@ -260,6 +260,35 @@ def test_a_method_that_fails_on_one_record_costs_that_record_only(own_registry):
             Detector(methods="picky", chunk_size=size).score(make(order))
 
 
+def test_records_a_method_gave_no_score_are_counted_and_warned_of(own_registry, tmp_path):
+    """An LLM judge's unparseable verdicts were counted only in a .json output's method description: on the terminal
+    and in a .jsonl output 5 of 6 (or 6 of 6) NaN scores passed as a success. A run now warns of every method with
+    records it gave no score, and its settings count them."""
+    import json
+    import warnings
+
+    from typer.testing import CliRunner
+
+    from halluscope.cli import app
+
+    own_registry.load_plugins([str(PICKY)])
+    rec = {"response": "Canberra is the capital.", "samples": ["Canberra is the capital of Australia."]}
+    recs = [{**rec, "id": "a"}, {**rec, "id": "b", "response": "Canberra is unjudgeable."}, {**rec, "id": "c"}]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = Detector(methods="picky,ngram1_max").score(recs)
+    assert res.settings["missing"] == {"picky": 1}
+    assert [str(w.message).split(" (an")[0] for w in caught] == ["no score (NaN) for picky: 1 of 3 records"]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    r = CliRunner(env={"HALLUSCOPE_PLUGINS": str(PICKY)}).invoke(app, ["score", str(src), "-m", "picky", "-q", "-o",
+                                                                       str(tmp_path / "o.jsonl")])
+    assert r.exit_code == 0 and "warning: no score (NaN) for picky: 1 of 3 records" in r.output, r.output
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert "missing" not in Detector(methods="picky").score(recs[:1]).settings and not caught
+
+
 def test_a_plugin_imported_twice_registers_once(own_registry):
     """A plugin imported by its name and by its path, or reloaded, registers the same methods again without
     "registered twice" (a Ray actor imports the driver's plugin by path, then HALLUSCOPE_PLUGINS or an entry

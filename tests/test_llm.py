@@ -164,3 +164,40 @@ def test_the_backends_are_importable_from_halluscope_llm_without_loading_llama_c
         import halluscope.llm
 
         halluscope.llm.Nope  # noqa: B018
+
+
+def test_a_refused_key_or_a_url_without_scheme_stops_every_llm_method_with_one_line(tmp_path, monkeypatch):
+    """A server that refused the key gave the judges and P(True) NaN for every answer and exit 0 (the 401 only in
+    each record's evidence), and SelfCheck-Prompt a 189-line traceback; a --base-url without http:// was retried for
+    two minutes, then the same. Now every LLM method stops the run where every first request failed: one line,
+    exit 2, saying what the key was (never the key), and a URL without a scheme is refused before any request."""
+    from typer.testing import CliRunner
+
+    from halluscope.cli import app
+
+    src = tmp_path / "a.jsonl"
+    src.write_text(json.dumps({"id": "a", "prompt": "What is the capital of France?", "response": "Paris.",
+                               "samples": ["Paris.", "It is Paris."]}) + "\n")
+    monkeypatch.setenv("HS_WRONG", "sk-wrong-2")
+    monkeypatch.setenv("HS_RIGHT", "sk-right-1")
+    monkeypatch.delenv("HS_UNSET", raising=False)
+    s = LlamaServer("gemma", api_key="sk-right-1")
+    try:
+        def run(methods, key_env, k):
+            return CliRunner().invoke(app, ["score", str(src), "-m", methods, "--base-url", s.base_url, "--model",
+                                            "gemma", "--api-key-env", key_env, "-q", "--cache",
+                                            str(tmp_path / f"c{k}.sqlite")])
+
+        for k, methods in enumerate(("p_true,verdict_judge", "prompt", "likert_judge")):
+            r = run(methods, "HS_WRONG", k)
+            assert r.exit_code == 2 and "HTTP 401" in r.output and "the key in $HS_WRONG was refused" in r.output, \
+                (methods, r.output)
+            assert "Traceback" not in r.output and "sk-wrong-2" not in r.output and len(r.output.splitlines()) < 4
+        r = run("p_true", "HS_UNSET", 3)
+        assert r.exit_code == 2 and "no key was sent: $HS_UNSET is not set" in r.output, r.output
+        r = run("p_true", "HS_RIGHT", 4)
+        assert r.exit_code == 0, r.output
+    finally:
+        s.stop()
+    r = CliRunner().invoke(app, ["score", str(src), "-m", "p_true", "--base-url", "127.0.0.1:9", "--model", "m"])
+    assert r.exit_code == 2 and "give its scheme, e.g. http://127.0.0.1:9/v1" in r.output, r.output

@@ -365,7 +365,7 @@ class Detector:
             t0 = time.perf_counter()
             scored = self._score_records(todo, evidence, writer, errors, progress)
             ordered = [done.get(r.id) or scored[r.id] for r in recs if r.id in done or r.id in scored]
-            settings = self._settings(time.perf_counter() - t0, len(done), recs)
+            settings = self._settings(time.perf_counter() - t0, len(done), ordered)
             settings["kept_other_ids"] = sum(k not in by_id and k not in bad for k in writer.done) if writer else 0
             fixed = self._fixed_combination()
             if "combination" in self.methods and ordered:
@@ -516,9 +516,10 @@ class Detector:
 
         return on_claims(combine, components)
 
-    def _settings(self, seconds: float, resumed: int, recs: list[Record]) -> dict[str, Any]:
-        """The run's settings; responses that do not look like English are listed (``not_english``) and warned of:
-        the models are English-only."""
+    def _settings(self, seconds: float, resumed: int, items: list[ItemResult]) -> dict[str, Any]:
+        """The run's settings. Warned of, and listed: responses that do not look like English (``not_english``: the
+        models are English-only), and methods with no score for some records (``missing``: a verdict an LLM judge
+        could not give, a method with nothing to read), counted nowhere else in a .jsonl output or a terminal."""
         enc, nli = self._models.get("encoder"), self._models.get("nli")
         settings: dict[str, Any] = {
             "methods": {m: vars(i) for m, i in self.method_info().items()},
@@ -534,11 +535,18 @@ class Detector:
             "resumed": resumed,
             "halluscope": _version(),
         }
-        if foreign := [r.id for r in recs if not looks_english(r.response)]:
+        if foreign := [it.id for it in items if not looks_english(it.response or "")]:
             settings["not_english"] = foreign
-            warnings.warn(f"{len(foreign)} of {len(recs)} responses do not look like English ({', '.join(foreign[:5])}"
+            warnings.warn(f"{len(foreign)} of {len(items)} responses do not look like English ({', '.join(foreign[:5])}"
                           f"{', ...' if len(foreign) > 5 else ''}): the models are English-only, and their scores of "
                           "other languages are unreliable", stacklevel=4)
+        missing = {m: n for m in self.base_methods if (n := sum(it.passage_scores.get(m) != it.passage_scores.get(m)
+                                                              for it in items))}
+        if missing:
+            settings["missing"] = missing
+            warnings.warn("no score (NaN) for " + ", ".join(f"{m}: {n} of {len(items)} records" for m, n in
+                          missing.items()) + " (an unparseable or failed LLM verdict, or nothing to compare: each "
+                          "record's evidence says why)", stacklevel=4)
         if "combination" in self.methods:
             settings["combine"] = list(self.combine)
         if self.claims is not None:

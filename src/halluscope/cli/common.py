@@ -315,21 +315,21 @@ def _parse_range(s: Optional[str], option: str = "--passages") -> Optional[list[
 
 
 def fails(fn):
-    """Decorator of a command: a library error (ValueError, incl. a bad record; OSError, incl. a missing file; a
-    server that never answered; an optional extra that is not installed, ImportError) ends the command with one
+    """Decorator of a command: a library error (ValueError, incl. a bad record; OSError, incl. a missing file; an
+    LLM server that never answered or refused every request; an optional extra that is not installed, ImportError) ends the command with one
     line on stderr and exit code 2, instead of a traceback; a library warning is one "warning:" line on stderr."""
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
         import warnings
 
-        from ..llm.base import UnreachableError
+        from ..llm.base import LLMError
 
         try:
             with warnings.catch_warnings():  # the library's warnings as our own lines, not Python's file:line form
                 warnings.showwarning = lambda message, *_, **__: say(message, "warning:", "yellow")
                 return fn(*args, **kwargs)
-        except (ValueError, OSError, UnreachableError, ImportError) as e:
+        except (ValueError, OSError, LLMError, ImportError) as e:
             say(e)
             raise typer.Exit(2)
         finally:

@@ -62,6 +62,8 @@ class OpenAIBackend(Backend):
     ):
         if mode not in ("completions", "chat"):
             raise ValueError("mode must be 'completions' or 'chat'")
+        if not base_url.lower().startswith(("http://", "https://")):  # else httpx's error, retried for minutes
+            raise ValueError(f"base URL {base_url!r}: give its scheme, e.g. http://{base_url.rstrip('/')}/v1")
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.mode = mode
@@ -73,6 +75,9 @@ class OpenAIBackend(Backend):
         key = os.environ.get(api_key_env) if api_key_env else None
         if key:
             headers["Authorization"] = f"Bearer {key}"
+        # what a refusal (401, 403) says of the key: never the key itself
+        self._key_note = (f"the key in ${api_key_env} was refused" if key else
+                          f"no key was sent: ${api_key_env} is not set" if api_key_env else "no key was sent")
         self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
         self.retries = 0  # how many retries this backend made (for tests and reports)
         self._reached = False  # has the server answered once? Before that, a refused connection is not retried
@@ -142,7 +147,8 @@ class OpenAIBackend(Backend):
         if resp.status_code == 429 or resp.status_code >= 500:
             raise RetryableError(f"HTTP {resp.status_code}", _retry_after(resp))
         if resp.status_code >= 400:
-            raise LLMError(f"HTTP {resp.status_code} from {self.base_url}{path}: {resp.text[:300]}")
+            note = f" ({self._key_note})" if resp.status_code in (401, 403) else ""
+            raise LLMError(f"HTTP {resp.status_code} from {self.base_url}{path}{note}: {resp.text[:300]}")
         try:
             data = resp.json()
             choice = data["choices"][0]

@@ -43,10 +43,11 @@ class LlamaServer:
     """``n_batch=1`` evaluates every token on its own: slower prompt processing, but the numbers (and so greedy and
     seeded outputs) no longer depend on which earlier request's prefix the server reuses. ``chat_format`` is
     llama.cpp's (``gemma``, ``chatml``, ...) or ``raw``: a chat request's messages joined as they are, so that a chat
-    client (e.g. a LangChain chat model) gets from the base model what a completion would."""
+    client (e.g. a LangChain chat model) gets from the base model what a completion would. With ``api_key`` the server
+    refuses (401) every request that does not carry it."""
 
     def __init__(self, model: str | None = None, n_ctx: int = 2048, n_threads: int = 2, n_batch: int | None = None,
-                 chat_format: str | None = None):
+                 chat_format: str | None = None, api_key: str | None = None):
         model_path = str(resolve_gguf(model))
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
@@ -57,7 +58,8 @@ class LlamaServer:
             [sys.executable, *launch, "--model", model_path, "--host", "127.0.0.1", "--port",
              str(self.port), "--n_ctx", str(n_ctx), "--n_threads", str(n_threads)]
             + (["--n_batch", str(n_batch), "--n_ubatch", str(n_batch)] if n_batch else [])
-            + (["--chat_format", chat_format] if chat_format else []),
+            + (["--chat_format", chat_format] if chat_format else [])
+            + (["--api_key", api_key] if api_key else []),  # then a request without this key gets a 401
             stdout=self.log, stderr=subprocess.STDOUT, text=True,
         )
         deadline = time.time() + 180
@@ -65,7 +67,7 @@ class LlamaServer:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"llama.cpp server exited: {Path(self.log.name).read_text()[-2000:]}")
             try:
-                if httpx.get(f"{self.base_url}/models", timeout=2).status_code == 200:
+                if httpx.get(f"{self.base_url}/models", timeout=2).status_code in (200, 401):
                     return
             except httpx.HTTPError:
                 time.sleep(0.5)

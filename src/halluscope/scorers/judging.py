@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..llm.base import GenParams, LLMError
+from ..llm.base import GenParams, LLMError, unless_all_failed
 from ..llm.sampler import Sampler
 
 JUDGE_INSTRUCTION = (
@@ -130,6 +130,8 @@ class LLMJudge:
                                stop=("\n\n",))
             jobs = [(prompts[i], params, attempt) for i in todo]
             gens = self.sampler.run(jobs, progress if attempt == 0 else None)
+            if attempt == 0:  # every first request failed (a refused key, an unknown model): the run's error
+                unless_all_failed(gens)
             left = []
             for i, g in zip(todo, gens):
                 if isinstance(g, LLMError):
@@ -200,7 +202,7 @@ class CoTJudge:
             p = self.template.format(ground_truth=gt, inference=inf,
                                      question_line=f"Question: {q}\n\n" if q else "")
             jobs += [(p, GenParams(self.temperature, self.max_tokens, seed=r, stop=self.stop), r) for r in range(self.k)]
-        gens = self.sampler.run(jobs, progress)
+        gens = unless_all_failed(self.sampler.run(jobs, progress))
         out = []
         for t in range(len(triples)):
             chunk = gens[t * self.k : (t + 1) * self.k]

@@ -36,7 +36,7 @@ import math
 import re
 
 from .judging import JudgeMethod, Verdict, method_options, option_names, question_answer
-from ..llm.base import GenParams, LLMError, TokenLogprob
+from ..llm.base import GenParams, LLMError, TokenLogprob, unless_all_failed
 
 PTRUE_TEMPLATE = ("Question: {question}\nHere are some brainstormed ideas: {ideas}\nProposed Answer: {answer}\n"
                   "Is the proposed answer:\n (A) True\n (B) False\nThe proposed answer is:")
@@ -93,7 +93,7 @@ class PTrue:
         """One verdict per (question, answer) with its samples: confidence = P(True), NaN when missing."""
         prompts = [self.prompt(q, a, s) for (q, a), s in zip(pairs, samples)]
         params = GenParams(0.0, self.max_tokens, seed=0, top_logprobs=self.top_logprobs, stop=("\n\n",))
-        gens = self.sampler.run([(p, params, 0) for p in prompts], progress)
+        gens = unless_all_failed(self.sampler.run([(p, params, 0) for p in prompts], progress))
         out, todo = [], []
         for i, g in enumerate(gens):
             if isinstance(g, LLMError):
@@ -113,7 +113,7 @@ class PTrue:
     def _sampled(self, prompts: list[str]) -> list[Verdict]:
         jobs = [(p, GenParams(1.0, self.max_tokens, seed=r, stop=("\n\n",)), r)
                 for p in prompts for r in range(1, self.k + 1)]
-        gens = self.sampler.run(jobs)
+        gens = unless_all_failed(self.sampler.run(jobs))
         out = []
         for j in range(len(prompts)):
             chunk = gens[j * self.k : (j + 1) * self.k]
