@@ -201,3 +201,27 @@ def test_a_refused_key_or_a_url_without_scheme_stops_every_llm_method_with_one_l
         s.stop()
     r = CliRunner().invoke(app, ["score", str(src), "-m", "p_true", "--base-url", "127.0.0.1:9", "--model", "m"])
     assert r.exit_code == 2 and "give its scheme, e.g. http://127.0.0.1:9/v1" in r.output, r.output
+
+
+def test_selfcheck_prompt_takes_its_template_and_max_tokens_as_method_options(server, tmp_path):
+    """README calls SelfCheck-Prompt's template configurable, but `--method-option prompt.template=...` was refused
+    ("prompt takes no options"): a chat-tuned model that does not answer with a bare Yes / No needs its own. The
+    options now reach the scorer (a template without {sentence} is refused; max_tokens bounds each answer)."""
+    from typer.testing import CliRunner
+
+    from halluscope import Detector
+    from halluscope.cli import app
+
+    rec = {"id": "a", "response": "Paris is the capital of France.", "samples": ["Paris is the capital of France."]}
+    llm = Sampler(OpenAIBackend("gemma", base_url=server.base_url), cache=GenerationCache(tmp_path / "c.sqlite"))
+    with pytest.raises(ValueError, match="needs {context} and {sentence}"):
+        Detector(methods="prompt", llm=llm, method_options={"prompt": {"template": "Context: {context}"}}).score([rec])
+    template = "Context: {context}\nSentence: {sentence}\nIs the sentence supported by the context? Answer:"
+    res = Detector(methods="prompt", llm=llm, method_options={"prompt": {"template": template, "max_tokens": 1}}
+                   ).score([rec])
+    prompt = template.format(context=rec["samples"][0], sentence=rec["response"])
+    direct = llm.backend.complete(prompt, GenParams(temperature=0.0, max_tokens=1, seed=0, stop=("\n",)))
+    assert res.items[0].evidence["prompt"][0]["answers"] == [direct.text.strip()]
+    assert direct.completion_tokens == 1  # the scorer asked this prompt with max_tokens 1
+    r = CliRunner().invoke(app, ["methods", "--json"])
+    assert next(m for m in json.loads(r.stdout) if m["name"] == "prompt")["options"] == ["template", "max_tokens"]

@@ -87,11 +87,13 @@ class PromptScorer:
 def _register() -> None:
     from ..engine.registry import MethodSpec, register
 
+    from .judging import method_options, option_names
+
     register(MethodSpec("prompt", level="sentence", needs=("sentences", "llm"), bounded=True, claims=True,
                         source="SelfCheckGPT (Manakul et al. 2023) §5.5 (SelfCheck-Prompt)",
                         formula="mean over samples of the LLM's verdict 'supported by the sample?': Yes 0, No 1, "
-                                "other 0.5"),
-             build=lambda names, art: PromptScorer(art.llm("prompt")))
+                                "other 0.5", options=option_names(PromptScorer)),
+             build=lambda names, art: PromptScorer(art.llm("prompt"), **method_options(art, "prompt")))
 
 
 _register()
