@@ -225,3 +225,38 @@ def test_selfcheck_prompt_takes_its_template_and_max_tokens_as_method_options(se
     assert direct.completion_tokens == 1  # the scorer asked this prompt with max_tokens 1
     r = CliRunner().invoke(app, ["methods", "--json"])
     assert next(m for m in json.loads(r.stdout) if m["name"] == "prompt")["options"] == ["template", "max_tokens"]
+
+
+def test_a_server_that_goes_away_stops_the_run_and_resume_rescores_what_its_errors_left(server, tmp_path):
+    """The server stopped mid-run: every later request was retried (minutes, in silence), the rest of the records
+    were written with null scores, exit 0, and --resume kept them as scored. A server that answered and now refuses
+    connections stops the run at once (its other requests are not tried), and --resume scores again every result
+    with a failed LLM request in its evidence (those that came back are in the cache)."""
+    from halluscope import Detector
+    from halluscope.llm.base import UnreachableError
+
+    recs = [{"id": k, "prompt": f"What is {k}?", "response": f"{k} is a letter.", "samples": [f"{k} is a letter."]}
+            for k in "abcd"]
+    gone = LlamaServer("gemma")
+    be = OpenAIBackend("gemma", base_url=gone.base_url, max_retries=2, backoff_initial=0.01, backoff_max=0.02)
+    det = Detector(methods="p_true", llm=Sampler(be, concurrency=1))
+    det.score(recs[:1])  # it answered once
+    gone.stop()
+    with pytest.raises(UnreachableError, match="stopped answering: gave up after 3 attempts"):
+        det.score(recs[1:])
+    assert be.retries == 2  # one request's retries, not every request's
+
+    out = tmp_path / "o.jsonl"
+    proxy = FaultProxy(server.base_url, [["500"] * 20, [], [], []])  # the first request always fails
+    try:
+        be = OpenAIBackend("gemma", base_url=proxy.base_url, max_retries=0)
+        first = Detector(methods="p_true", llm=Sampler(be, concurrency=1)).score(recs, output=out)
+    finally:
+        proxy.stop()
+    failed = [it.id for it in first.items if it.passage_scores["p_true"] != it.passage_scores["p_true"]]
+    assert len(failed) == 1 and first.settings["missing"] == {"p_true": 1}
+    cache = GenerationCache(tmp_path / "c.sqlite")
+    again = Detector(methods="p_true", llm=Sampler(OpenAIBackend("gemma", base_url=server.base_url), cache=cache))
+    res = again.score(recs, output=out, resume=True)
+    assert res.settings["resumed"] == 3 and "missing" not in res.settings
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()][-1] == failed[0]

@@ -12,6 +12,7 @@ Models are loaded once per detector, lazily, and only for the methods asked for.
 
 from __future__ import annotations
 
+import json
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -446,9 +447,10 @@ class Detector:
         """Which results of an earlier run a resumed run keeps: each must hold this run's methods, and claims if
         and only if this run scores them (else a ValueError: one file, one method set); a record whose response or
         number of samples (of evidence) changed since is scored again, and so is one whose sentences are not the
-        ones this run would score (a newer sentence splitter). Results of ids not in this run's records stay in the
-        file untouched (counted in the settings' ``kept_other_ids``). A change of model or of NLI evidence is not
-        seen: resume with the same options."""
+        ones this run would score (a newer sentence splitter), and one where an LLM request failed (an ``<error:``
+        in its evidence: the server went away mid-run; the requests that came back are in the generation cache).
+        Results of ids not in this run's records stay in the file untouched (counted in the settings'
+        ``kept_other_ids``). A change of model or of NLI evidence is not seen: resume with the same options."""
         want = set(self.methods)
         fixed = self._fixed_combination() is not None
         need = {m for m in want if m != "combination" or fixed}  # a run-relative combination comes at the end
@@ -463,7 +465,8 @@ class Detector:
             rec = by_id.get(it.id)
             return rec is None or (it.response == rec.response
                                    and it.num_samples == len(evidence(rec) if evidence else rec.samples)
-                                   and tuple(it.sentences) == PreparedItem.from_record(rec).sentences)
+                                   and tuple(it.sentences) == PreparedItem.from_record(rec).sentences
+                                   and '"<error: ' not in json.dumps(it.evidence))
 
         return keep
 

@@ -119,6 +119,7 @@ def _score_local(path, output, resume, show: str, options: dict, llm: tuple, sam
     key variable, cache) when asked for or when a method or the claim splitter needs one, on the first ``samples``
     of each record (all for None); streamed to a .jsonl output, else written at the end."""
     from ..io import write_results
+    from ..llm.base import LLMError
     from ..pipeline import Detector, asks_llm
 
     source = path or example_path()
@@ -135,6 +136,9 @@ def _score_local(path, output, resume, show: str, options: dict, llm: tuple, sam
         say(f"interrupted: the records scored so far are in {stream}; run the same command with --resume to go on"
             if stream else "interrupted: nothing written (a .jsonl --output keeps each batch as it is scored)")
         raise typer.Exit(130)
+    except LLMError as e:  # the LLM went away or refuses: what was scored is kept, and said
+        raise LLMError(f"{e}; the records scored before are in {stream}: run the same command with --resume when "
+                       "the server answers again" if stream and stream.exists() and stream.stat().st_size else e)
     res.errors = errors + res.errors
     if output is not None and stream is None:
         write_results(res, output)

@@ -108,6 +108,9 @@ class OpenAIBackend(Backend):
                                                    "and is the URL right?)") from None
                         raise
                     return gen
+        except httpx.ConnectError as e:  # it answered before, refuses now: gone, for this request and every other
+            raise UnreachableError(f"{self.base_url} stopped answering: gave up after {self.max_retries + 1} "
+                                   f"attempts: {e}") from e
         except (RetryableError, httpx.TimeoutException, httpx.TransportError) as e:
             raise LLMError(f"{self.base_url}: gave up after {self.max_retries + 1} attempts: {e}") from e
         raise LLMError("unreachable")  # pragma: no cover
