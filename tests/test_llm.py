@@ -201,6 +201,10 @@ def test_a_refused_key_or_a_url_without_scheme_stops_every_llm_method_with_one_l
         s.stop()
     r = CliRunner().invoke(app, ["score", str(src), "-m", "p_true", "--base-url", "127.0.0.1:9", "--model", "m"])
     assert r.exit_code == 2 and "give its scheme, e.g. http://127.0.0.1:9/v1" in r.output, r.output
+    # a server that echoes what it was sent: the key is kept out of the error text that goes into results
+    be = OpenAIBackend("m", base_url="http://127.0.0.1:9/v1", api_key_env="HS_WRONG")
+    said = be._redact('{"error": "Incorrect API key provided: Bearer sk-wrong-2, or sk-proj-abc123 or sk-wrong-2"}')
+    assert "wrong-2" not in said and "abc123" not in said and said.count("***") == 3, said
 
 
 def test_selfcheck_prompt_takes_its_template_and_max_tokens_as_method_options(server, tmp_path):

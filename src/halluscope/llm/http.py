@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import time
 from typing import Any
 
@@ -43,6 +44,9 @@ def _retry_after(resp: httpx.Response) -> float | None:
             return max(0.0, parsedate_to_datetime(v).timestamp() - time.time())
         except (TypeError, ValueError):
             return None
+
+
+_SECRET = re.compile(r"(Bearer\s+|\bsk-)[\w.\-]{4,}")  # a token in an error text: kept out of results
 
 
 class OpenAIBackend(Backend):
@@ -76,11 +80,19 @@ class OpenAIBackend(Backend):
         if key:
             headers["Authorization"] = f"Bearer {key}"
         # what a refusal (401, 403) says of the key: never the key itself
+        self._key = key  # only to take it out of a server's error text (_redact)
         self._key_note = (f"the key in ${api_key_env} was refused" if key else
                           f"no key was sent: ${api_key_env} is not set" if api_key_env else "no key was sent")
         self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
         self.retries = 0  # how many retries this backend made (for tests and reports)
         self._reached = False  # has the server answered once? Before that, a refused connection is not retried
+
+    def _redact(self, text: str) -> str:
+        """A server's error text without the key: a server may echo what it was sent ("Incorrect API key provided:
+        Bearer sk-..."), and the text goes into results and onto the terminal."""
+        if self._key:
+            text = text.replace(self._key, "***")
+        return _SECRET.sub(lambda m: m[1] + "***", text)
 
     def cache_id(self) -> str:
         return f"{self.kind}:{self.base_url}:{self.model}:{self.mode}"
@@ -151,7 +163,7 @@ class OpenAIBackend(Backend):
             raise RetryableError(f"HTTP {resp.status_code}", _retry_after(resp))
         if resp.status_code >= 400:
             note = f" ({self._key_note})" if resp.status_code in (401, 403) else ""
-            raise LLMError(f"HTTP {resp.status_code} from {self.base_url}{path}{note}: {resp.text[:300]}")
+            raise LLMError(f"HTTP {resp.status_code} from {self.base_url}{path}{note}: {self._redact(resp.text[:300])}")
         try:
             data = resp.json()
             choice = data["choices"][0]
