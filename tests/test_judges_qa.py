@@ -30,6 +30,11 @@ def test_verdict_and_cot_parsing():
     assert parse_verdict('You should answer "Correct"') is None and parse_verdict("correctness") is None
     assert parse_yes_reason("yes\nThe answer names the wrong year.") == (True, "The answer names the wrong year.")
     assert parse_yes_reason("No.") == (False, "") and parse_yes_reason("maybe") == (None, "")
+    # the vote opens the reply; the instruction echoed back is no vote (the 270M model's usual reply)
+    assert parse_yes_reason('**No**') == (False, "") and parse_yes_reason("Yes, the year is wrong.")[0] is True
+    for echo in ('"Yes" if the generated answer is a hallucination, "No" otherwise.', "yes or no", "Yes/No",
+                 '"yes" if the generated answer is a hallucination. Otherwise, return "no".', "The answer is yes."):
+        assert parse_yes_reason(echo) == (None, ""), echo
 
 
 def test_llm_judge_records_missing_never_guesses(sampler):

@@ -159,16 +159,20 @@ COT_PROMPT = (
 )
 COT_TEMPLATE = COT_PROMPT + "\n\n{question_line}Perfect Answer: {ground_truth}\n\nGenerated Answer: {inference}\n\nReturn:"
 
-_YES_NO = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
+_YES_NO = re.compile(r"^[\s\"'*(\[]*(yes|no)\b[\"'*)\]]*", re.IGNORECASE)
+_ECHO = re.compile(r"\s*(?:if|or|otherwise|/)\b|\s*/", re.IGNORECASE)  # '"Yes" if the answer is ...': the instruction
 
 
 def parse_yes_reason(text: str) -> tuple[bool | None, str]:
-    """(hallucination?, reason): the first yes/no of the first non-empty line decides; the reason is the rest."""
+    """(hallucination?, reason): the yes or no the first non-empty line opens with (quotes, brackets and case
+    ignored) decides, the reason is the rest; None when the line opens with anything else, or echoes the
+    instruction ('"Yes" if the generated answer is a hallucination, "No" otherwise': no vote), as
+    :func:`parse_verdict` refuses a verdict quoted in another sentence."""
     lines = [ln.strip() for ln in (text or "").strip().splitlines() if ln.strip()]
     if not lines:
         return None, ""
-    m = _YES_NO.search(lines[0])
-    if not m:
+    m = _YES_NO.match(lines[0])
+    if not m or _ECHO.match(lines[0][m.end():]):
         return None, ""
     yes = m.group(1).lower() == "yes"
     rest = lines[0][m.end():].strip(" .,:;-")
