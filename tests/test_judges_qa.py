@@ -158,3 +158,20 @@ def test_sac3_external_judge_is_a_component(sampler, data_dir):
     assert len(out["judge_replies"]) == 8 and all("external_judge" in v for v in out["judge_replies"].values())
     col = [row[1] for row in out["scores"]["components"]]
     assert all(v is None or np.isnan(v) or v in (0.0, 0.5, 1.0) for v in col)
+
+
+def test_sac3_cot_on_few_answers_uses_the_folds_the_components_use(tmp_path, data_dir):
+    """`ensemble sac3 --limit 8 --cot K` (4 wrong answers, 5 folds asked) cut the components' cross-validation to 4
+    folds, but the CoT judge's not: after all the LLM work it ended in scikit-learn's "n_splits=5 cannot be greater
+    than the number of members in each class"."""
+    from typer.testing import CliRunner
+
+    from halluscope.cli import app
+
+    out = tmp_path / "s.json"
+    r = CliRunner().invoke(app, ["ensemble", "sac3", "--data", str(data_dir), "--limit", "8", "--components",
+                                 "exact_match", "--external-judge", "local", "--cot", "1", "-o", str(out), "--cache",
+                                 str(tmp_path / "c.sqlite")])
+    assert r.exit_code == 0, r.output
+    got = json.loads(out.read_text())
+    assert got["folds"] == 4 and len(got["cot"]["answers"]) == 8

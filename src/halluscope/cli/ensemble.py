@@ -98,7 +98,7 @@ def _sac3_cot(items, sampler, k, folds):
     import numpy as np
 
     from ..scorers.judging import CoTJudge
-    from ..evaluation.response_metrics import component_figures
+    from ..evaluation.response_metrics import component_figures, fold_count
 
     bar = _bar("CoT judge", len(items) * k)
     res = CoTJudge(sampler, k=k).score([(" / ".join(it.meta.get("right_answer", [])) or "", it.response, it.question)
@@ -106,7 +106,7 @@ def _sac3_cot(items, sampler, k, folds):
     bar(None)
     conf = np.array([[1 - r.score] for r in res])
     halluc = np.array([0 if it.correct else 1 for it in items])
-    fig = component_figures(conf, halluc, ["cot"], folds)["cot"]
+    fig = component_figures(conf, halluc, ["cot"], fold_count(halluc, folds))["cot"]  # as the components' CV
     fig["missing"] = int(np.isnan(conf).sum())
     fig["answers"] = [{"id": it.id, "score": r.score, "votes": r.votes, "reasons": r.reasons, "replies": r.replies}
                       for it, r in zip(items, res)]  # every judgement, with its reasons
