@@ -162,6 +162,10 @@ def test_judge_panel_mean_and_majority_match_a_direct_computation(sampler, answe
                 expected = 1.0 if yes > no else 0.0 if no > yes else 0.5
             assert 1 - it.passage_scores["judge_panel"] == pytest.approx(expected, nan_ok=True)
             assert list(it.evidence["judge_panel"][0]["judges"]) == ["verdict", "likert", "unit"]
+        # a judge that gave no verdict is counted by name: a panel of one answering judge is not "0 missing"
+        lost = {name: int(np.isnan(conf[:, k]).sum()) for k, name in enumerate(("verdict", "likert", "unit"))}
+        described = res.settings["methods"]["judge_panel"]["description"]
+        assert all((f"{name} {n}" in described) == (n > 0) for name, n in lost.items()), (described, lost)
 
 
 def test_llm_methods_are_components_of_the_tuned_ensemble(sampler, answers, server, tmp_path):

@@ -71,7 +71,8 @@ class JudgePanel:
             conf = {name: per[name][i].confidence for name in per}
             out.append(Verdict(combine_confidences(list(conf.values()), self.combine),
                                [f"{name}: {r}" for name in per for r in per[name][i].replies],
-                               {"judges": conf, "combine": self.combine}))
+                               {"judges": conf, "combine": self.combine,
+                                "missing_judges": [name for name, c in conf.items() if math.isnan(c)]}))
         return out
 
 
@@ -101,7 +102,8 @@ def _build(names, art):
     opts = method_options(art, "judge_panel")
     panel = build_panel(opts.get("judges"), opts.get("combine", "mean"), art.option("llm"))
     return JudgeMethod("judge_panel", lambda items: panel.judge(question_answer(items)),
-                       f"1 - {panel.combine} of the judges' confidences ({', '.join(panel.judges)})")
+                       f"1 - {panel.combine} of the judges' confidences ({', '.join(panel.judges)})",
+                       tally="missing_judges")  # a judge that never answers: its count, not "0 missing"
 
 
 def _register() -> None:

@@ -250,8 +250,8 @@ def register_judge(name: str, make: Callable, describe: Callable, source: str, f
 class JudgeMethod:
     """A response-level method of the engine over a judge: ``ask(items)`` gives one :class:`Verdict` per prepared
     item; the hallucination score is 1 - confidence, NaN where the verdict is missing (never 0). The count of
-    missing verdicts (and, with ``tally``, the count of each value of that detail, e.g. P(True)'s source) is kept
-    and stated in the method's description in the run's settings."""
+    missing verdicts (and, with ``tally``, the count of each value of that detail, e.g. P(True)'s source, or of
+    each value in it where it is a list) is kept and stated in the method's description in the run's settings."""
 
     def __init__(self, name: str, ask: Callable[[list], list[Verdict]], description: str, tally: str | None = None):
         self.name, self.ask, self.description, self.tally = name, ask, description, tally
@@ -275,8 +275,9 @@ class JudgeMethod:
         self.seen += len(verdicts)
         self.missing += sum(v.missing for v in verdicts)
         for v in verdicts if self.tally else []:
-            key = str(v.detail.get(self.tally))
-            self.counts[key] = self.counts.get(key, 0) + 1
+            value = v.detail.get(self.tally)
+            for key in map(str, value if isinstance(value, list) else [value]):  # a list: each of its values
+                self.counts[key] = self.counts.get(key, 0) + 1
         return {self.name: [MethodScores(np.zeros(0), 1.0 - v.confidence,
                                          [{"confidence": v.confidence, "replies": v.replies, **v.detail}])
                             for v in verdicts]}
