@@ -69,8 +69,15 @@ def test_retries_are_bounded_and_failure_is_reported(server):
         with pytest.raises(LLMError, match="gave up after 4 attempts"):
             be.complete(PROMPT, GenParams(0.0, 8, 0))
         assert proxy.count == 4  # 1 attempt + max_retries
-        d = Sampler(be).draw([PROMPT], n=1, max_tokens=9)[0]  # other bodies: fresh plans
-        assert not d.ok and d.errors and d.main is None  # recorded as missing, never guessed
+        with pytest.raises(LLMError, match="gave up after 4 attempts"):  # every draw failed: the run's error
+            Sampler(be).draw([PROMPT], n=1, max_tokens=9)
+    finally:
+        proxy.stop()
+    proxy = FaultProxy(server.base_url, [["500"] * 20, []])  # the main response fails, the sample comes back
+    try:
+        be = OpenAIBackend("gemma", base_url=proxy.base_url, max_retries=1, backoff_initial=0.01, backoff_max=0.02)
+        d = Sampler(be, concurrency=1).draw([PROMPT], n=1, max_tokens=9)[0]
+        assert not d.ok and d.errors and d.main is None and d.samples[0] is not None  # missing, never guessed
     finally:
         proxy.stop()
 
@@ -193,6 +200,9 @@ def test_a_refused_key_or_a_url_without_scheme_stops_every_llm_method_with_one_l
             assert r.exit_code == 2 and "HTTP 401" in r.output and "the key in $HS_WRONG was refused" in r.output, \
                 (methods, r.output)
             assert "Traceback" not in r.output and "sk-wrong-2" not in r.output and len(r.output.splitlines()) < 4
+        r = CliRunner().invoke(app, ["check", "Who?", "-n", "2", "--base-url", s.base_url, "--model", "gemma",
+                                     "--api-key-env", "HS_WRONG", "--cache", str(tmp_path / "c.sqlite")])
+        assert r.exit_code == 2 and r.output.count("HTTP 401") == 1 and "$HS_WRONG was refused" in r.output, r.output
         r = run("p_true", "HS_UNSET", 3)
         assert r.exit_code == 2 and "no key was sent: $HS_UNSET is not set" in r.output, r.output
         r = run("p_true", "HS_RIGHT", 4)

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .base import Backend, Generation, GenParams, LLMError, UnreachableError
+from .base import Backend, Generation, GenParams, LLMError, UnreachableError, unless_all_failed
 from .cache import GenerationCache
 
 
@@ -162,13 +162,14 @@ class Sampler:
         stop: tuple[str, ...] = (),
         progress: Callable[[int], None] | None = None,
     ) -> list[Draw]:
-        """The main response (temperature 0) and ``n`` samples for each prompt."""
+        """The main response (temperature 0) and ``n`` samples for each prompt; where every generation failed (a
+        refused key, a model the server does not have), the first failure is raised."""
         jobs = []
         for p in prompts:
             jobs.append((p, GenParams(0.0, max_tokens, seed, top_logprobs, stop), 0))
             for i in range(1, n + 1):
                 jobs.append((p, GenParams(temperature, max_tokens, seed + i, 0, stop), i))
-        res = self.run(jobs, progress)
+        res = unless_all_failed(self.run(jobs, progress))
         draws = []
         for k, p in enumerate(prompts):
             chunk = res[k * (n + 1) : (k + 1) * (n + 1)]
