@@ -57,8 +57,11 @@ def test_scale_parsers_read_the_leading_number_only():
     assert parse_scale("85/100", 100) == 0.85 and parse_scale("8/10", 100) is None  # another denominator: refused
     assert parse_scale("101", 100) is None and parse_scale("-5", 100) is None and parse_scale("high", 100) is None
     assert parse_scale("1. I am not sure", 100) is None  # a list item, not a score
-    # uqlm joins every digit of the reply: '3 out of 10' would read 310; we read the leading number
-    assert parse_scale("3 out of 10", 100) == 0.03
+    # uqlm joins every digit of the reply: '3 out of 10' would read 310; we read 'x out of N' as x/N: on the scale
+    # (N its top) or refused, as '4 out of 5' on a 0-100 scale is no 4% (it read 0.04); a range is no score
+    assert parse_scale("3 out of 10", 100) is None and parse_scale("30 out of 100", 100) == 0.3
+    assert parse_likert("4 out of 5") == 0.75 and parse_scale("2 (out of 5)", 100) is None
+    assert parse_likert("1-5: 4") is None and parse_scale("85 - fairly sure", 100) == 0.85
     assert parse_scale("0.85", 1) == 0.85 and parse_scale("85", 1) is None
     assert parse_likert("4") == 0.75 and parse_likert("**5**") == 1.0 and parse_likert("4/5") == 0.75
     assert parse_likert("Mostly correct.") == 0.75 and parse_likert("completely incorrect") == 0.0

@@ -58,21 +58,23 @@ def parse_verdict(text: str) -> float | None:
 
 
 _NUMBER = re.compile(r"^[\s\"'*(\[]*(?:(?:score|confidence|rating|probability)\b\s*(?:\([^)]*\))?\s*[:=]?\s*)?"
-                     r"(\d+(?:\.\d+)?|\.\d+)\s*(%|/\s*\d+(?:\.\d+)?)?", re.IGNORECASE)
+                     r"(\d+(?:\.\d+)?|\.\d+)\s*(%|/\s*\d+(?:\.\d+)?|\(?out\s+of\s+\d+(?:\.\d+)?\)?)?", re.IGNORECASE)
 
 
 def parse_scale(text: str, hi: float, integer: bool = False) -> float | None:
     """The number the reply's first non-empty line opens with, on the scale [0, hi] (or [1, hi] when ``integer``,
     a Likert scale), as a fraction of the scale in [0, 1]; None when the line opens with anything else or the
     number is off the scale (never a guess). Quotes, brackets, bold and a leading 'Score:' / 'Confidence:' are
-    skipped. 'x/hi' reads as x on the scale (another denominator is refused); 'x%' as a percent and, on a 0-100
-    scale, a decimal in [0, 1] ('0.85') as a probability; both are refused on a Likert scale, and so is a number
-    opening a sentence ('1. The answer ...', a list item)."""
+    skipped. 'x/hi' and 'x out of hi' read as x on the scale (another denominator is refused: '4 out of 5' on a
+    0-100 scale is no 4%); 'x%' as a percent and, on a 0-100 scale, a decimal in [0, 1] ('0.85') as a probability;
+    both are refused on a Likert scale, and so is a number opening a sentence ('1. The answer ...', a list item) or
+    a range ('1-5: 4')."""
     line = next((ln for ln in (text or "").splitlines() if ln.strip()), "")
     m = _NUMBER.match(line)
-    if not m or re.match(r"\.\s*[A-Za-z]", line[m.end():]):  # '1. The answer...' is a list item, not a score
-        return None
-    x, unit = float(m.group(1)), (m.group(2) or "").replace(" ", "")
+    if not m or re.match(r"\.\s*[A-Za-z]|\s*[-\u2013]\s*\d", line[m.end():]):  # '1. The answer': a list item
+        return None  # '1-5: 4': a range
+    x, unit = float(m.group(1)), re.sub(r"[\s()]|out\s*of", "/", m.group(2) or "", flags=re.I).strip("/")
+    unit = "/" + unit if unit and unit != "%" else unit
     if unit.startswith("/"):
         if float(unit[1:]) != hi:
             return None
