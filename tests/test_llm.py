@@ -237,6 +237,18 @@ def test_selfcheck_prompt_takes_its_template_and_max_tokens_as_method_options(se
     direct = llm.backend.complete(prompt, GenParams(temperature=0.0, max_tokens=1, seed=0, stop=("\n",)))
     assert res.items[0].evidence["prompt"][0]["answers"] == [direct.text.strip()]
     assert direct.completion_tokens == 1  # the scorer asked this prompt with max_tokens 1
+    # a template the model does not answer with Yes or No: every answer 0.5, counted and warned of, not silent
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = Detector(methods="prompt", llm=llm, method_options={"prompt": {
+            "template": "Context: {context}\nSentence: {sentence}\nThe first word of the sentence is", "max_tokens": 2}}
+                       ).score([rec])
+    assert res.items[0].sentence_scores["prompt"] == [0.5]
+    assert "1 of 1 answers neither Yes nor No" in res.settings["methods"]["prompt"]["description"]
+    said = [str(w.message).split(":")[:2] for w in caught]
+    assert said == [["prompt", " 1 of 1 answers were neither Yes nor No (read as 0.5)"]]
     r = CliRunner().invoke(app, ["methods", "--json"])
     assert next(m for m in json.loads(r.stdout) if m["name"] == "prompt")["options"] == ["template", "max_tokens"]
 

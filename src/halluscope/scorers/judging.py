@@ -162,7 +162,7 @@ COT_PROMPT = (
 COT_TEMPLATE = COT_PROMPT + "\n\n{question_line}Perfect Answer: {ground_truth}\n\nGenerated Answer: {inference}\n\nReturn:"
 
 _YES_NO = re.compile(r"^[\s\"'*(\[]*(yes|no)\b[\"'*)\]]*", re.IGNORECASE)
-_ECHO = re.compile(r"\s*(?:if|or|otherwise|/)\b|\s*/", re.IGNORECASE)  # '"Yes" if the answer is ...': the instruction
+_ECHO = re.compile(r"\s*(?:if|or|otherwise|/)\b|\s*/", re.IGNORECASE)  # '"Yes" if the answer is': the instruction
 
 
 def parse_yes_reason(text: str) -> tuple[bool | None, str]:

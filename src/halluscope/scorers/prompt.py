@@ -12,13 +12,15 @@ decoding (temperature 0), a few tokens. The per-pair answers go through the samp
 run concurrently and retried like every generation. The evidence kept per sentence is each sample's raw answer.
 A judgement whose generation still fails after the retries is missing (``<error: ...>`` in the evidence): the mean
 is over the others, NaN where every one of a sentence's failed; the batch goes on. Where every judgement of the
-batch failed (a refused key, a model the server does not have) the first failure is raised.
+batch failed (a refused key, a model the server does not have) the first failure is raised. The answers neither
+Yes nor No are counted in the method's description, and warned of where they are most of a batch's.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import warnings
 
 import numpy as np
 
@@ -52,10 +54,12 @@ class PromptScorer:
         self.sampler = sampler
         self.template = template
         self.params = GenParams(temperature=0.0, max_tokens=max_tokens, seed=0, stop=("\n",))
+        self.answered = self.other = 0  # answers that came back, and those neither Yes nor No (read as 0.5)
 
     def method_info(self) -> list[MethodInfo]:
         return [MethodInfo(self.name, bounded=True, description="mean over samples of the LLM's answer to 'is the "
-                           f"sentence supported by the context?' (Yes 0, No 1, other 0.5); {self.sampler.backend.cache_id()}")]
+                           f"sentence supported by the context?' (Yes 0, No 1, other 0.5); {self.other} of "
+                           f"{self.answered} answers neither Yes nor No; {self.sampler.backend.cache_id()}")]
 
     def score(self, items: list[PreparedItem]) -> dict[str, list[MethodScores]]:
         jobs, where = [], []
@@ -73,6 +77,7 @@ class PromptScorer:
                 failed.add((k, i, n))
             else:
                 answers[k][i][n] = g.text.strip()
+        self._count([answers[k][i][n] for k, i, n in where if (k, i, n) not in failed])
         out = []
         for k, it in enumerate(items):
             x = np.array([[math.nan if (k, i, n) in failed else parse_yes_no(a) for n, a in enumerate(row)]
@@ -82,6 +87,18 @@ class PromptScorer:
             passage = float(s[np.isfinite(s)].mean()) if np.isfinite(s).any() else math.nan
             out.append(MethodScores(s, passage, [{"answers": row} for row in answers[k]]))
         return {self.name: out}
+
+    def _count(self, answers: list[str]) -> None:
+        """Count the answers neither Yes nor No (SelfCheckGPT reads them as 0.5); warn where most of a batch's are:
+        a model that answers otherwise (a chat model's "The sentence is supported") makes the column look like
+        real, undecided scores."""
+        other = sum(_WORD.search(a or "") is None or _WORD.search(a).group(0).lower() not in ("yes", "no")
+                    for a in answers)
+        self.answered, self.other = self.answered + len(answers), self.other + other
+        if answers and other > len(answers) / 2:
+            warnings.warn(f"prompt: {other} of {len(answers)} answers were neither Yes nor No (read as 0.5): give the "
+                          "model a template it answers with Yes or No (--method-option prompt.template=...)",
+                          stacklevel=2)
 
 
 def _register() -> None:
