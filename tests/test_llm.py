@@ -207,6 +207,13 @@ def test_a_refused_key_or_a_url_without_scheme_stops_every_llm_method_with_one_l
         assert r.exit_code == 2 and "no key was sent: $HS_UNSET is not set" in r.output, r.output
         r = run("p_true", "HS_RIGHT", 4)
         assert r.exit_code == 0, r.output
+        # what the LLM methods asked is said (their calls are the run's cost), and a rerun takes them from the cache
+        import re
+
+        asked = re.search(r"LLM methods on \S+: (\d+) requests, (\d+) prompt \+ \d+ completion tokens, 0 gen", r.output)
+        assert asked and int(asked[1]) >= 1 and int(asked[2]) > 20, r.output
+        r = run("p_true", "HS_RIGHT", 4)
+        assert f": 0 requests, 0 prompt + 0 completion tokens, {asked[1]} generations from the cache" in r.output
     finally:
         s.stop()
     r = CliRunner().invoke(app, ["score", str(src), "-m", "p_true", "--base-url", "127.0.0.1:9", "--model", "m"])
@@ -286,3 +293,34 @@ def test_a_server_that_goes_away_stops_the_run_and_resume_rescores_what_its_erro
     res = again.score(recs, output=out, resume=True)
     assert res.settings["resumed"] == 3 and "missing" not in res.settings
     assert [json.loads(line)["id"] for line in out.read_text().splitlines()][-1] == failed[0]
+
+
+def test_a_slow_server_is_said_at_its_first_retry_and_the_timeout_is_the_users(tmp_path, monkeypatch):
+    """A server slower than the fixed 60 s timeout: each request was sent again and again, with nothing on screen
+    for minutes, and `score` had no way to change the timeout, the retries or the requests at once. The first retry
+    is now said (once), and $HALLUSCOPE_TIMEOUT, $HALLUSCOPE_MAX_RETRIES, $HALLUSCOPE_CONCURRENCY (and _RPM, _TPM)
+    set them for every command."""
+    from typer.testing import CliRunner
+
+    from halluscope.cli import app
+
+    src = tmp_path / "a.jsonl"
+    src.write_text(json.dumps({"id": "a", "prompt": "What is the capital of France?", "response": "Paris.",
+                               "samples": ["Paris."]}) + "\n")
+    s = LlamaServer("gemma")  # prompts read in batches: each request well inside the timeout below
+    proxy = FaultProxy(s.base_url, [["timeout"]], delay=20.0)  # the first attempt answers after 20 s
+    monkeypatch.setenv("HALLUSCOPE_TIMEOUT", "10")
+    monkeypatch.setenv("HALLUSCOPE_MAX_RETRIES", "1")
+    monkeypatch.setenv("HALLUSCOPE_CONCURRENCY", "1")
+    try:
+        r = CliRunner().invoke(app, ["score", str(src), "-m", "verbalized", "--base-url", proxy.base_url, "--model",
+                                     "gemma", "-q", "--cache", str(tmp_path / "c.sqlite")])
+        assert r.exit_code == 0, r.output
+        assert r.output.count("retrying") == 1 and "no answer in 10 s; retrying (up to 2 attempts" in r.output
+        assert proxy.seen[:2] == ["timeout", "ok"]
+        monkeypatch.setenv("HALLUSCOPE_CONCURRENCY", "four")
+        r = CliRunner().invoke(app, ["score", str(src), "-m", "p_true", "--base-url", proxy.base_url, "--model", "m"])
+        assert r.exit_code == 2 and "$HALLUSCOPE_CONCURRENCY='four': not a number" in r.output, r.output
+    finally:
+        proxy.stop()
+        s.stop()

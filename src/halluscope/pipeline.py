@@ -199,6 +199,7 @@ class Detector:
     _scorers: list[Any] = field(default_factory=list, init=False, repr=False)
     _claim_parts: dict[str, Any] = field(default_factory=dict, init=False, repr=False)  # claims' splitter, scorers
     timings: dict[str, float] = field(default_factory=dict, init=False, repr=False)  # seconds per scorer
+    _usage0: dict = field(default_factory=dict, init=False, repr=False)  # the LLM's usage when the run began
     _models: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -388,6 +389,7 @@ class Detector:
         """Score ``todo`` chunk by chunk, each result streamed to the combiners with fixed statistics and the
         writer as it comes; a record a method raises on goes to ``errors`` (:meth:`_score_chunk`)."""
         streamed = self._streamed_combiners()
+        self._usage0 = dict(getattr(self.llm, "usage", None) or {})  # the LLM's calls before this run
         scored: dict[str, ItemResult] = {}
         failures: list[Exception] = []
         bar = _progress(progress, len(todo))
@@ -543,6 +545,9 @@ class Detector:
             warnings.warn(f"{len(foreign)} of {len(items)} responses do not look like English ({', '.join(foreign[:5])}"
                           f"{', ...' if len(foreign) > 5 else ''}): the models are English-only, and their scores of "
                           "other languages are unreliable", stacklevel=4)
+        used = {k: v - self._usage0.get(k, 0) for k, v in (getattr(self.llm, "usage", None) or {}).items()}
+        if any(used.values()):  # the run's LLM calls (the judges', P(True)'s, ...): what they cost
+            settings["llm_usage"] = {"backend": self.llm.backend.cache_id(), **used}
         missing = {m: n for m in self.base_methods if (n := sum(it.passage_scores.get(m) != it.passage_scores.get(m)
                                                               for it in items))}
         if missing:

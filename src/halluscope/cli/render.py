@@ -61,6 +61,10 @@ def show_results(results, primary: str | None = None, view: bool = True) -> None
     other = int(results.settings.get("kept_other_ids") or 0)
     done += f"; {other} result{'s' * (other > 1)} of ids not in this input stay in the output" if other else ""
     err.print(Text(f"{shading}; {done}", style="dim"), soft_wrap=True)  # one line in a log, never folded
+    if u := results.settings.get("llm_usage"):
+        err.print(Text(f"LLM methods on {u['backend']}: {u['requests']} requests, {u['prompt_tokens']} prompt + "
+                       f"{u['completion_tokens']} completion tokens, {u['cached_generations']} generations from the "
+                       "cache", style="dim"), soft_wrap=True)
 
 
 def _show_claims(it, primary: str, infos: dict) -> None:

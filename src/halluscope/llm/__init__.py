@@ -25,8 +25,9 @@ DEFAULT_TEMPLATE_COMPLETIONS = "Question: {prompt}\nAnswer:"
 def make_backend(model: str | None = None, base_url: str | None = None, chat: bool = False,
                  api_key_env: str = "OPENAI_API_KEY", kind: str | None = None, **kw) -> Backend:
     """A backend from user settings: ``base_url`` (or ``$HALLUSCOPE_BASE_URL``) selects the OpenAI-compatible
-    HTTP client; ``kind="transformers"`` a transformers model by id/path; otherwise a local GGUF (``model`` path, or
-    the packaged ``gemma``)."""
+    HTTP client (its timeout and retries from ``$HALLUSCOPE_TIMEOUT``, in seconds, and ``$HALLUSCOPE_MAX_RETRIES``
+    where ``kw`` does not set them); ``kind="transformers"`` a transformers model by id/path; otherwise a local GGUF
+    (``model`` path, or the packaged ``gemma``)."""
     import os
 
     base_url = base_url or os.environ.get("HALLUSCOPE_BASE_URL")
@@ -34,6 +35,13 @@ def make_backend(model: str | None = None, base_url: str | None = None, chat: bo
     if base_url:
         from .http import OpenAIBackend
 
+        for key, var, kind_of in (("timeout", "HALLUSCOPE_TIMEOUT", float), ("max_retries", "HALLUSCOPE_MAX_RETRIES",
+                                                                              int)):
+            if key not in kw and os.environ.get(var):
+                try:
+                    kw[key] = kind_of(os.environ[var])
+                except ValueError:
+                    raise ValueError(f"${var}={os.environ[var]!r}: not a number") from None
         return OpenAIBackend(model or "default", base_url=base_url, mode="chat" if chat else "completions",
                              api_key_env=api_key_env, **kw)
     if kind == "transformers":

@@ -17,6 +17,7 @@ import os
 import random
 import re
 import time
+import warnings
 from typing import Any
 
 import httpx
@@ -129,6 +130,12 @@ class OpenAIBackend(Backend):
 
     def _count(self, state: RetryCallState) -> None:
         self.retries += 1
+        if self.retries == 1:  # said once, so a slow or failing server is not minutes of silence
+            exc = state.outcome.exception() if state.outcome else None
+            what = (f"no answer in {self._client.timeout.read:g} s" if isinstance(exc, httpx.TimeoutException)
+                    else str(exc) or type(exc).__name__)
+            warnings.warn(f"{self.base_url}: {what}; retrying (up to {self.max_retries + 1} attempts a request; "
+                          "HALLUSCOPE_TIMEOUT and HALLUSCOPE_MAX_RETRIES set them)", stacklevel=2)
 
     def _wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None

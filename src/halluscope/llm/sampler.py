@@ -109,15 +109,24 @@ class Sampler:
         self.cache = GenerationCache(cache) if isinstance(cache, str) or hasattr(cache, "__fspath__") else cache
         self.concurrency = max(1, int(concurrency))
         self.limiter = RateLimiter(rpm, tpm)
+        # every generation asked of this sampler: new ones (their tokens: the cost) and those from the cache
+        self.usage = {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "cached_generations": 0}
+        self._usage_lock = threading.Lock()
 
     def generate(self, prompt: str, params: GenParams, index: int = 0) -> Generation:
         bid = self.backend.cache_id()
         if self.cache is not None:
             hit = self.cache.get(bid, prompt, params, index)
             if hit is not None:
+                with self._usage_lock:
+                    self.usage["cached_generations"] += 1
                 return hit
         self.limiter.acquire(params.max_tokens)
         gen = self.backend.complete(prompt, params)
+        with self._usage_lock:
+            self.usage["requests"] += 1
+            self.usage["prompt_tokens"] += gen.prompt_tokens or 0
+            self.usage["completion_tokens"] += gen.completion_tokens or 0
         if self.cache is not None:
             self.cache.put(bid, prompt, params, index, gen)
         return gen
