@@ -243,6 +243,9 @@ class Detector:
             self.combine = comb
         self.methods = base + [m for m in COMBINERS if m in self.methods]
         self.base_methods = base
+        if idle := [n for n in self.method_options or {} if n not in base]:  # a setting that would do nothing: said
+            warnings.warn(f"method options for {', '.join(idle)}, which this run does not score (methods: "
+                          f"{', '.join(base)})", stacklevel=3)
         self.sentence_methods = [m for m in base if registry.spec(m).level == "sentence"]
         self.claim_methods = [m for m in base if registry.spec(m).claims] if self.claims is not None else []
         if self.claims is not None:
