@@ -155,6 +155,8 @@ def test_check_command_end_to_end_and_rerun_from_cache(server, tmp_path):
     second = json.loads(subprocess.run(cmd, capture_output=True, text=True, timeout=600).stdout)
     assert second["settings"]["llm"]["cached_generations"] == 4
     assert second["items"][0]["sentence_scores"] == it["sentence_scores"]
+    quiet = subprocess.run(cmd[:-1] + ["-q"], capture_output=True, text=True, timeout=600)  # for scripts, as score -q
+    assert quiet.returncode == 0 and quiet.stdout == "" and "4 generations from the cache" in quiet.stderr
 
 
 def test_the_backends_are_importable_from_halluscope_llm_without_loading_llama_cpp():

@@ -180,6 +180,7 @@ def check(
     method_option: Optional[list[str]] = MethodOptionOpt,
     nli: Optional[str] = NliOpt,
     as_json: bool = typer.Option(False, "--json"),
+    quiet: bool = QuietOpt,
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the results (.json/.jsonl/.csv/.parquet)."),
 ):
     """Answer each prompt with an LLM (main response at temperature 0, N samples at --temperature) and score every
@@ -187,12 +188,11 @@ def check(
     from ..io import read_prompts, write_results
     from ..llm.sampler import usage_summary
 
-    opts = _method_options(method_option)
     prepare_output(output, file, hold=True)
     items = list(prompts or []) + (read_prompts(file) if file else [])
     if not items:
         raise ValueError("give prompts as arguments or with --file")
-    det = _detector(methods, None, None, nli, method_options=opts or None,
+    det = _detector(methods, None, None, nli, method_options=_method_options(method_option) or None,
                     qa_stages=_qa_stages(qa_stage))  # before any generation: a bad option fails at once
     sampler = _sampler(model, base_url, backend, chat, api_key_env, cache, concurrency, rpm, tpm)
     records, problems = _draw(sampler, items, template, chat, dict(n=n, temperature=temperature,
@@ -210,7 +210,7 @@ def check(
     if as_json:
         print(json.dumps(res.to_dict(), indent=1))
     else:
-        show_results(res)
+        show_results(res, view=not quiet)
         show_usage(res.settings["llm"], sampler.cache.path)
     _exit_for_skipped(res, output)
 
