@@ -194,6 +194,28 @@ def test_ensemble_score_with_preset_and_bad_record(tmp_path):
     assert r.exit_code == 2 and "record c: field 'samples'" in r.output
 
 
+def test_ensemble_commands_show_their_long_passes_and_the_library_stays_quiet(tmp_path, capsys):
+    """`ensemble tune` with LLM components ran minutes with nothing on screen: `ensemble tune` and `ensemble score`
+    now show a bar per long pass (judges, NLI pairs, the answers' semantic sets, LLM methods); ComponentScorer
+    used from Python prints nothing unless asked (progress=True)."""
+    from halluscope.engine.components import ComponentScorer, ResponseItem
+
+    rows = [{"id": str(k), "question": f"capital of country {k}?", "response": city,
+             "samples": [city, "Paris", "Lyon"], "correct": city == "Paris"}
+            for k, city in enumerate(["Paris", "Marseille", "Paris", "Nice", "Paris", "Lille"])]
+    p = tmp_path / "graded.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    r = runner.invoke(app, ["ensemble", "score", str(p), "--preset", "open-ended"])
+    assert r.exit_code == 0 and "semantic sets (answers): 6/6" in r.output, r.output
+    items = [ResponseItem(id=x["id"], question=x["question"], response=x["response"], samples=x["samples"])
+             for x in rows]
+    capsys.readouterr()
+    ComponentScorer(components=["semantic_negentropy"]).score(items)
+    assert capsys.readouterr().err == ""
+    ComponentScorer(components=["semantic_negentropy"], progress=True).score(items)
+    assert "semantic sets (answers): 6/6" in capsys.readouterr().err
+
+
 def test_nli_option_of_ensemble_and_check(tmp_path):
     """`ensemble score` (like sac3, qa and tune) scores with the NLI model --nli names; a missing folder is a clear
     error before any work, in `check` too."""

@@ -285,7 +285,7 @@ def ensemble_tune(
     llm, judges = _llm_and_judges(model, base_url, backend, chat, api_key_env, cache, external_judge,
                                   external_judge_url, judge_retries)
     scorer = ComponentScorer(components=comps, llm=llm, judges={k: v for k, v in judges.items() if k in comps},
-                             nli=store.nli(nli) if nli else None)  # None: the shared default, loaded if needed
+                             nli=store.nli(nli) if nli else None, progress=True)  # None: the shared default
     items, _ = _answers(path, need_label=True)
     rows = scorer.score(items)
     res = analyze(items, rows, comps, folds)
@@ -355,7 +355,7 @@ def ensemble_score(
     usable = [c for c in cfg.components if c not in skipped]
     _jsonl_output(output, path)
     scorer = ComponentScorer(components=usable, llm=llm, judges={k: v for k, v in judges.items() if k in usable},
-                             nli=store.nli(nli) if nli else None)  # None: the shared default, loaded if needed
+                             nli=store.nli(nli) if nli else None, progress=True)  # None: the shared default
     items, skipped_records = _answers(path)
     if report and all(it.correct is None for it in items):  # said before any scoring (judge calls may cost)
         raise ValueError(f"--report: no answer of {path} carries a grade ('correct'): held-out figures need them")

@@ -137,10 +137,14 @@ def uncomputable(components, judges=(), llm=None) -> dict[str, str]:
 
 class ComponentScorer:
     """Computes the chosen components for many items with batched, cached model work (names: :func:`uncomputable`).
+    ``progress=True`` shows a bar on stderr for each long pass (the judges, the NLI pairs, the LLM methods), as a
+    command wants; the library's default is quiet.
     """
 
     def __init__(self, encoder=None, nli=None, components=DEFAULT_COMPONENTS, condition_on_question: bool = False,
-                 judges: dict | None = None, nli_evidence: int | str = 2, llm=None, method_options: dict | None = None):
+                 judges: dict | None = None, nli_evidence: int | str = 2, llm=None, method_options: dict | None = None,
+                 progress: bool = False):
+        self.progress = progress
         self.judges = dict(judges or {})
         self.llm, self.method_options = llm, method_options  # for engine methods that need an LLM (p_true, ...)
         self.nli_evidence = check_evidence(nli_evidence)  # selfcheck_nli's premise: k closest sentences, or "sample"
@@ -174,8 +178,18 @@ class ComponentScorer:
         return p_ab[0] > 0.5 and p_ba[0] > 0.5
 
     def score(self, items: list[ResponseItem], progress=None) -> list[dict[str, float]]:
-        """Component confidences per item. Judge replies are kept in ``item.meta['judges'][name]``."""
+        """Component confidences per item. Judge replies are kept in ``item.meta['judges'][name]``; ``progress(n)``
+        counts judged answers (else, with ``progress=True`` on the scorer, a bar of its own)."""
         out = [dict() for _ in items]
+        judged = [c for c in self.components if c in self.judges]
+        if self.progress and progress is None and judged and items:
+            from ..pipeline import rich_bar
+
+            bar = rich_bar("judging", len(items) * len(judged))
+            try:
+                return self.score(items, bar)
+            finally:
+                bar(None)
         if "exact_match" in self.components:
             for o, it in zip(out, items):
                 o["exact_match"] = exact_match(it)
@@ -197,6 +211,14 @@ class ComponentScorer:
         from ..scorers.nli import contradiction_share
 
         nli = self._nli_model()
+        if self.progress and nli.progress is None:
+            from ..pipeline import rich_bar
+
+            nli.progress = rich_bar  # the NLI pass and the clustering show their bars; the shared model's is reset
+            try:
+                return self._nli_components(items, out)
+            finally:
+                nli.progress = None
         sc_pairs = self._selfcheck_pairs(items) if "selfcheck_nli" in self.components else []
         graph = [c for c in GRAPH_COMPONENTS if c in self.components]
         pairs = []
@@ -286,7 +308,7 @@ class ComponentScorer:
         # is checked as any record is, and one empty sample would fail it whole
         recs = [Record(response=it.response, samples=[s for s in it.samples if has_content(s)], id=str(k),
                        prompt=it.question) for k, it in enumerate(items)]
-        res = det.score([r for r in recs if r.samples])
+        res = det.score([r for r in recs if r.samples], progress=self.progress)
         for it in res.items:
             for m in self.engine_methods:
                 out[int(it.id)][m] = 1.0 - it.passage_scores[m]
