@@ -208,7 +208,12 @@ def _tune_and_score_with_an_llm_method(answers, server, tmp_path):
     c = json.loads(cfg.read_text())
     assert c["components"] == ["exact_match", "p_true"] and "component: p_true" in r.stdout
     r = runner.invoke(app, ["ensemble", "score", str(graded), "--config", str(cfg), "-o", str(out), *llm])
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == 0 and "tuned with other LLMs" not in r.output, r.output
+    assert c["settings"]["llms"] == {"p_true": f"openai-http:{server.base_url}:gemma:completions"}
+    other = dict(c, settings={**c["settings"], "llms": {"p_true": "openai-http:http://elsewhere/v1:big:completions"}})
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    r = runner.invoke(app, ["ensemble", "score", str(graded), "--config", str(tmp_path / "other.json"), *llm])
+    assert r.exit_code == 0 and "tuned with other LLMs: p_true on openai-http:http://elsewhere" in r.output, r.output
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     p = np.array([x["components"]["p_true"] for x in rows], float)
     assert len(rows) == len(answers) and np.isfinite(p).any() and ((p >= 0) & (p <= 1) | np.isnan(p)).all()

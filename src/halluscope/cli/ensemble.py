@@ -275,7 +275,7 @@ def ensemble_tune(
     LLM methods among --components (p_true, verbalized, likert_judge, ...) run on the --model / --base-url backend
     (else the --external-judge's); self_judge and external_judge are components when named."""
     from ..engine import store
-    from ..engine.components import ComponentScorer
+    from ..engine.components import ComponentScorer, llm_ids
     from ..evaluation.response_report import markdown_table
     from ..evaluation.sac3 import analyze
     from ..combine.tuned import tune
@@ -296,7 +296,7 @@ def ensemble_tune(
     C = np.array(res["scores"]["components"], float)
     cfg = tune(C, np.array(res["scores"]["hallucination"]), comps, mode=mode)
     cfg.trained_on = f"{path} ({len(items)} answers)"
-    cfg.settings = {"nli": nli_identity(nli)}  # the components' values depend on it: checked by ensemble score
+    cfg.settings = {"nli": nli_identity(nli), "llms": llm_ids(comps, llm, judges)}  # checked by ensemble score
     cfg.save(out)
     _write_report(report, {"name": f"{path.name} (tuning answers)", **res})
     cut = f" (--folds {folds} cut to the smaller class)" if res["folds"] < folds else ""
@@ -336,7 +336,7 @@ def ensemble_score(
     import numpy as np
 
     from ..engine import store
-    from ..engine.components import ComponentScorer
+    from ..engine.components import ComponentScorer, llm_ids
     from ..combine.tuned import EnsembleConfig
     from ..evaluation.response_metrics import graded_summary
     from ..evaluation.response_report import held_out_report
@@ -353,6 +353,8 @@ def ensemble_score(
         err.print(f"[yellow]warning:[/] {', '.join(skipped)} left out (no judge LLM: give --model / --base-url or "
                   "--external-judge); the other weights renormalized")
     usable = [c for c in cfg.components if c not in skipped]
+    if why := cfg.llm_mismatch(llm_ids(usable, llm, judges)):
+        say(f"{config or preset} was {why}", "warning:", "yellow")
     _jsonl_output(output, path)
     scorer = ComponentScorer(components=usable, llm=llm, judges={k: v for k, v in judges.items() if k in usable},
                              nli=store.nli(nli) if nli else None, progress=True)  # None: the shared default

@@ -158,6 +158,17 @@ class EnsembleConfig:
                     "other model's component values (tune again, or give the --nli it was tuned with)")
         return None
 
+    def llm_mismatch(self, llms: dict[str, str]) -> str | None:
+        """Why this config may not fit a run whose LLM components ask other LLMs (``llms``: component -> backend
+        id, as ``settings['llms']`` holds them, written by tune), or None."""
+        other = {c: (was, llms.get(c)) for c, was in (self.settings.get("llms") or {}).items()
+                 if c in self.components and llms.get(c) not in (None, was)}
+        if other:
+            return ("tuned with other LLMs: " + "; ".join(f"{c} on {was}, this run on {now}" for c, (was, now)
+                                                          in other.items())
+                    + ": their weights fit the other LLMs' values (tune again, or give the backend it was tuned with)")
+        return None
+
 
 def tune(C: np.ndarray, halluc: np.ndarray, components: list[str], objective: str = "roc_auc",
          mode: str = "agnostic", seed: int = 0) -> EnsembleConfig:

@@ -135,6 +135,18 @@ def uncomputable(components, judges=(), llm=None) -> dict[str, str]:
     return out
 
 
+def llm_ids(components: list[str], llm, judges: dict) -> dict[str, str]:
+    """Which LLM (backend id) each LLM component of a run asks: a judge its own, an LLM method the run's ``llm``
+    (an :class:`EnsembleConfig` keeps them, ``settings['llms']``, and warns when a later run asks others)."""
+    from .registry import specs
+
+    engine = specs()
+    out = {c: judges[c].sampler.backend.cache_id() for c in components if c in judges}
+    out.update({c: llm.backend.cache_id() for c in components
+                if llm is not None and c in engine and "llm" in engine[c].needs})
+    return out
+
+
 class ComponentScorer:
     """Computes the chosen components for many items with batched, cached model work (names: :func:`uncomputable`).
     ``progress=True`` shows a bar on stderr for each long pass (the judges, the NLI pairs, the LLM methods), as a
