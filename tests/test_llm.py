@@ -157,6 +157,10 @@ def test_check_command_end_to_end_and_rerun_from_cache(server, tmp_path):
     assert second["items"][0]["sentence_scores"] == it["sentence_scores"]
     quiet = subprocess.run(cmd[:-1] + ["-q"], capture_output=True, text=True, timeout=600)  # for scripts, as score -q
     assert quiet.returncode == 0 and quiet.stdout == "" and "4 generations from the cache" in quiet.stderr
+    prompts = tmp_path / "prompts.jsonl"  # a file's ids are the results' ids (they were numbered 0, 1, ...)
+    prompts.write_text(json.dumps({"id": "ada", "prompt": "Who was Ada Lovelace?"}) + "\n")
+    by_file = subprocess.run(cmd[:4] + ["-f", str(prompts)] + cmd[5:], capture_output=True, text=True, timeout=600)
+    assert [x["id"] for x in json.loads(by_file.stdout)["items"]] == ["ada"], by_file.stderr
 
 
 def test_the_backends_are_importable_from_halluscope_llm_without_loading_llama_cpp():

@@ -679,17 +679,20 @@ def keep_methods(results: Results, keep: list[str]) -> Results:
     return results
 
 
-def read_prompts(path: str | Path) -> list[str]:
-    """Prompts from a file: one per line, or JSON Lines with a 'prompt' (or 'question') field."""
+def read_prompts(path: str | Path) -> list[tuple[str | None, str]]:
+    """Prompts from a file, as (id, prompt): one per line (no id), or JSON Lines with a 'prompt' (or 'question')
+    field and an optional 'id' (kept: the results carry it)."""
     out = []
     for k, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines()):
         line = line.strip()
         if not line:
             continue
+        rid = None
         if line.startswith("{"):
             d = json.loads(line)
             if not isinstance(d.get("prompt", d.get("question")), str):
                 raise ValueError(f"{path}: line {k + 1}: field 'prompt' missing or not a string")
-            line = d.get("prompt", d.get("question"))
-        out.append(line)
+            line, rid = d.get("prompt", d.get("question")), d.get("id")
+            rid = None if rid is None else str(rid)
+        out.append((rid, line))
     return out

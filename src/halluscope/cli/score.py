@@ -156,7 +156,7 @@ def _score_local(path, output, resume, show: str, options: dict, llm: tuple, sam
 def check(
     prompts: Optional[list[str]] = typer.Argument(None, help="Prompts (questions) to answer and check."),
     file: Optional[Path] = typer.Option(None, "--file", "-f", help="A file of prompts, one per line (or JSONL with "
-                                        "a 'prompt' field)."),
+                                        "a 'prompt' field and an optional 'id', which the results keep)."),
     n: int = typer.Option(20, "--samples", "-n", min=1, help="Stochastic samples per prompt."),
     methods: Optional[str] = typer.Option(None, "--methods", "-m",
                                           help="Scoring methods; default: the default methods and their calibrated "
@@ -189,7 +189,7 @@ def check(
     from ..llm.sampler import usage_summary
 
     prepare_output(output, file, hold=True)
-    items = list(prompts or []) + (read_prompts(file) if file else [])
+    items = [(None, p) for p in prompts or []] + (read_prompts(file) if file else [])  # (id or None, prompt)
     if not items:
         raise ValueError("give prompts as arguments or with --file")
     det = _detector(methods, None, None, nli, method_options=_method_options(method_option) or None,
@@ -369,18 +369,23 @@ def _score_on_ray(engine, path, output, resume, address, pool, as_json, options)
         raise typer.Exit(3 if run.records or run.shards_skipped else 1)
 
 
-def _draw(sampler, items: list[str], template, chat: bool, settings: dict):
+def _draw(sampler, items: list[tuple[str | None, str]], template, chat: bool, settings: dict):
     """``check``'s draws: each prompt's main response and samples (``settings``: n, temperature, max_tokens, seed,
-    top_logprobs) as records, with a progress bar; the prompts whose draws cannot be scored are reported."""
+    top_logprobs) as records named by the prompt's id (else its position), with a progress bar; the prompts whose
+    draws cannot be scored are reported."""
     from ..llm import DEFAULT_TEMPLATE_COMPLETIONS
     from ..llm.sampler import records_from_draws
 
+    ids = [str(k) if i is None else i for k, (i, _) in enumerate(items)]
+    if len(set(ids)) < len(ids):
+        raise ValueError(f"duplicate id {next(i for i in ids if ids.count(i) > 1)!r} among the prompts")
+    items = [p for _, p in items]
     tmpl = template or ("{prompt}" if chat else DEFAULT_TEMPLATE_COMPLETIONS)
     bar = _bar("sampling", len(items) * (settings["n"] + 1))
     draws = sampler.draw([tmpl.replace("{prompt}", p) for p in items], **settings,
                          stop=() if chat else ("\nQuestion:", "\nAnswer:", "\n\n"), progress=bar)
     bar(None)
-    records, problems = records_from_draws(items, draws, sampler.backend.cache_id())
+    records, problems = records_from_draws(items, draws, sampler.backend.cache_id(), ids)
     for e in problems:
         say(e, "skipped", "yellow")
     return records, problems

@@ -67,7 +67,7 @@ class Draw:
     def ok(self) -> bool:
         return self.main is not None and all(s is not None for s in self.samples)
 
-    def to_record(self, index: int, prompt: str, backend_id: str = ""):
+    def to_record(self, index: int | str, prompt: str, backend_id: str = ""):
         """The record to score: the main response, its token log-probs (offsets relative to the stripped text), and
         the samples with content (an empty sample, or one of punctuation alone, says nothing: left out, and ``meta``
         counts it). Raises :class:`~halluscope.types.RecordError` naming the field at fault."""
@@ -188,14 +188,15 @@ class Sampler:
         return draws
 
 
-def records_from_draws(prompts: list[str], draws: list[Draw], backend_id: str = ""):
-    """Records of the draws that can be scored, and a :class:`~halluscope.types.RecordError` for each other."""
+def records_from_draws(prompts: list[str], draws: list[Draw], backend_id: str = "", ids: list[str] | None = None):
+    """Records of the draws that can be scored, and a :class:`~halluscope.types.RecordError` for each other; a
+    record's id is ``ids[i]`` where given, else its position."""
     from ..types import RecordError
 
     records, errors = [], []
     for i, (p, d) in enumerate(zip(prompts, draws)):
         try:
-            records.append(d.to_record(i, p, backend_id))
+            records.append(d.to_record(ids[i] if ids else i, p, backend_id))
         except RecordError as e:
             errors.append(e)
     return records, errors
