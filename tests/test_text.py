@@ -72,7 +72,7 @@ OTHER_LANGUAGES = [
     "La tour Eiffel a été construite par Gustave Eiffel pour l'Exposition universelle de 1889 à Paris.",
     "La Torre Eiffel fue construida por Gustave Eiffel para la Exposición Universal de 1889 en París.",
     "Il Colosseo è un anfiteatro romano costruito nel I secolo. Si trova nel centro di Roma.",
-    "De Nachtwacht is een schilderij van Rembrandt van Rijn uit 1642. Het hangt in het Rijksmuseum.",
+    "De Nachtwacht is een schilderij van Rembrandt uit 1642 en het hangt nu in een zaal van het museum.",
     "A Torre Eiffel foi construída por Gustave Eiffel para a Exposição Universal de 1889 em Paris.",
     "长城全长约21196公里。明长城是保存最完好的部分。", "Москва — столица России. Она основана в 1147 году.",
 ]
@@ -96,7 +96,12 @@ def test_responses_in_other_languages_are_told_from_english_and_the_run_warns_of
         "Jean de La Fontaine was a French fabulist, one of the most widely read French poets of the 17th century.",
         "- Fast startup with lazy imports\n- Typed configuration via pydantic models\n- Async HTTP built on httpx",
         "```python\ndef add(a, b):\n    return a + b\n```", "Smith et al. (2020) found e.g. 2 dozen cakes per box.",
-        "I don't like television much, I do like Cheers though.", "Canberra.", "42"]
+        "I don't like television much, I do like Cheers though.", "Canberra.", "42",
+        # from the review: code, names with other languages' particles, URLs
+        "x = 1\ny = 2\nz = x + y\nprint(x, y)", "Cities visited: Las Vegas, Los Angeles, San Diego, El Paso, Santa Fe.",
+        "Johannes van der Waals: Dutch physicist, Nobel Prize Physics 1910, Leiden University professor.",
+        "See https://foo.com, https://bar.com, https://baz.com and https://qux.com.",
+        "Leonardo da Vinci painted la Gioconda; Des Moines and Le Mans are places; Luis de la Cruz y Goyeneche."]
     assert [t for t in english if not looks_english(t)] == []
     assert [t for t in OTHER_LANGUAGES if looks_english(t)] == []
 

@@ -373,26 +373,33 @@ _ENGLISH_WORDS = frozenset(
     " her their him them not but which who has have had will would can could you we my our your there also after"
     " into than then when where while about over during under between do does did if so what all just".split())
 _OTHER_WORDS = frozenset(
-    "der das und ist nicht ein eine einen dem den des mit von auf für sich auch wurde sind zu im"  # German
-    " le la les des du est une un dans pour que qui pas sur au aux été il elle ce"  # French
-    " el los las del y es una por para con lo fue se su sus como"  # Spanish
-    " il gli di è della delle nel nella che non sono"  # Italian
-    " het een en op zijn niet voor met dat werd"  # Dutch
-    " os da dos das é em não uma com foi"  # Portuguese
+    "der das und ist nicht ein eine einen dem den des mit von auf für sich auch wurde sind zu im bei nach wird"  # de
+    " le la les de des du est une un dans pour que qui pas sur au aux été il elle ce par avec sont à où mais"  # fr
+    " el los las del es una por para con lo fue se su sus como en al mide está"  # Spanish
+    " il gli di è della delle nel nella che non sono si trova"  # Italian
+    " het een en op zijn niet voor met dat werd uit bij naar ook maar"  # Dutch
+    " os da dos das é em não uma foi pela pelo ao"  # Portuguese
     .split())
 _LETTER_WORDS = re.compile(r"[^\W\d_]+")
+_NOT_PROSE = re.compile(r"`[^`]*`|\S*(?:://|@|/)\S*|\S+\.\S+")  # code spans, URLs, paths, addresses, example.com
+# another language's function word as it is used in prose: lower-case, and not the particle of a name that follows
+# it ("van der Waals", "de la Cruz"); "Las Vegas", "El Paso", "Des Moines" are names, not Spanish or French
+_OTHER_USE = re.compile(r"(?<![^\W\d_])([^\W\d_]+)(?![^\W\d_])(?!\s+(?:[a-z]+\s+)?[A-Z])")
 
 
 def looks_english(text: str) -> bool:
     """Whether ``text`` may be English, by a cheap check: not when most of its letters (of at least 10) are of a
-    non-Latin script (Chinese, Cyrillic, Arabic, ...), nor when among at least 8 words those of another European
-    language's function words outnumber English ones (a German, French, Spanish, Italian, Dutch or Portuguese text).
-    Short texts, lists of terms and code pass: the models are English-only (README), and a text this flags gets
-    scores that do not mean what they mean on English."""
+    non-Latin script (Chinese, Cyrillic, Arabic, ...), nor when among at least 8 words at least 2 are another
+    European language's function words, used as in prose, and they outnumber the English ones twice (a German,
+    French, Spanish, Italian, Dutch or Portuguese text). Short texts, lists of terms and names, code and URLs pass:
+    the models are English-only (README), and a text this flags gets scores that do not mean what they mean on
+    English."""
     letters = [c for c in text if c.isalpha()]
     if len(letters) >= 10 and sum(c >= "\u0250" for c in letters) > len(letters) / 2:
         return False
-    words = _LETTER_WORDS.findall(text.casefold())
+    prose = _NOT_PROSE.sub(" ", text)
+    words = _LETTER_WORDS.findall(prose.casefold())
     if len(words) < 8:
         return True
-    return sum(w in _OTHER_WORDS for w in words) <= sum(w in _ENGLISH_WORDS for w in words)
+    other = sum(w in _OTHER_WORDS for w in _OTHER_USE.findall(prose) if w.islower())
+    return other < 2 or other <= 2 * sum(w in _ENGLISH_WORDS for w in words)
