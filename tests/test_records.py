@@ -552,6 +552,8 @@ def test_commands_that_write_at_the_end_lock_their_output_for_the_whole_run(tmp_
         Detector(methods=["ngram1_max"]).score([GOOD], output=tmp_path / "lib.csv")
     Detector(methods=["ngram1_max"]).score([GOOD], output=tmp_path / "lib.csv")
     assert (tmp_path / "lib.csv").exists() and not (tmp_path / "lib.csv.lock").exists()
+    r = CliRunner().invoke(app, [*runs["sc.csv"], "-o", str(tmp_path / "new" / "deeper" / "sc.csv")])  # made
+    assert r.exit_code == 0 and (tmp_path / "new" / "deeper" / "sc.csv").exists(), r.output
     r = CliRunner().invoke(app, ["ensemble", "score", str(src), "-o", str(src)])
     assert r.exit_code == 2 and "is the input file" in r.output and "samples" in src.read_text(), r.output
 

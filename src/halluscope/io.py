@@ -512,6 +512,7 @@ class OutputLock:
 
         real = path.resolve()  # a link and its target share one lock
         self.file = real.with_name(real.name + ".lock")
+        self.file.parent.mkdir(parents=True, exist_ok=True)  # the output's folder, made as its writer would make it
         self.fd: int | None = None
         while True:
             fd = os.open(self.file, os.O_RDWR | os.O_CREAT, 0o644)

@@ -452,8 +452,8 @@ class Detector:
         """Which results of an earlier run a resumed run keeps: each must hold this run's methods, and claims if
         and only if this run scores them (else a ValueError: one file, one method set); a record whose response or
         number of samples (of evidence) changed since is scored again, and so is one whose sentences are not the
-        ones this run would score (a newer sentence splitter), and one where an LLM request failed (an ``<error:``
-        in its evidence: the server went away mid-run; the requests that came back are in the generation cache).
+        ones this run would score (a newer sentence splitter), and one with a score an LLM request's failure left
+        NaN (:func:`_lost_to_llm_errors`; the requests that came back are in the generation cache).
         Results of ids not in this run's records stay in the file untouched (counted in the settings'
         ``kept_other_ids``). A change of model or of NLI evidence is not seen: resume with the same options."""
         want = set(self.methods)
@@ -471,7 +471,7 @@ class Detector:
             return rec is None or (it.response == rec.response
                                    and it.num_samples == len(evidence(rec) if evidence else rec.samples)
                                    and tuple(it.sentences) == PreparedItem.from_record(rec).sentences
-                                   and '"<error: ' not in json.dumps(it.evidence))
+                                   and not _lost_to_llm_errors(it))
 
         return keep
 
@@ -646,6 +646,13 @@ def _plain_bar(label: str, total: int, console):
                       soft_wrap=True)
 
     return line
+
+
+def _lost_to_llm_errors(it: ItemResult) -> bool:
+    """Whether a result has a score that is NaN where its method's evidence holds a failed LLM request (``<error:
+    ...``: the server went away or refused mid-run), so that ``--resume`` scores it again; an unparseable verdict
+    or a request that failed once and came back on a re-ask is a result as it is."""
+    return any(v != v and "<error: " in json.dumps(it.evidence.get(m)) for m, v in it.passage_scores.items())
 
 
 def run_level(e: BaseException) -> bool:
