@@ -125,6 +125,10 @@ def test_a_failed_judgement_or_mqag_stage_is_missing_and_the_batch_goes_on(serve
         for method in ("prompt", "qa_bayes"):
             with pytest.raises(LLMError, match="500"):
                 Detector(methods=method, llm=Sampler(be, concurrency=1)).score(recs)
+        # but one request that failed after its retries is one missing judgement, not the run's end (a refusal,
+        # a 4xx, would be: see the refused-key test)
+        one = Detector(methods="verbalized", llm=Sampler(be, concurrency=1)).score(recs[:1])
+        assert one.settings["missing"] == {"verbalized": 1} and not one.errors
     finally:
         proxy.stop()
 

@@ -84,14 +84,21 @@ class Generation:
 
 
 class LLMError(RuntimeError):
-    """A generation that failed for good (after the bounded retries), or a bad answer from the server."""
+    """A generation that failed for good (after the bounded retries), or a bad answer from the server.
+    ``refused``: the server said no to the request itself (a 4xx: a refused key, an unknown model), which no retry
+    or later request would change."""
+
+    def __init__(self, *args, refused: bool = False):
+        super().__init__(*args)
+        self.refused = refused
 
 
 def unless_all_failed(results: list) -> list:
     """``results`` of a batch of generations, as they are where some succeeded (a failed one is then missing, never
-    guessed); where every one failed (a refused key, a model the server does not have), the first failure is raised:
-    that is the run's configuration, not a missing judgement."""
-    if results and all(isinstance(r, LLMError) for r in results):
+    guessed); where every one failed (a refused key, a model the server does not have, a server that fails every
+    request), the first failure is raised: that is the run's configuration, not a missing judgement. A batch of one
+    request that failed after its retries is a missing judgement, unless the server refused it."""
+    if results and all(isinstance(r, LLMError) for r in results) and (len(results) > 1 or results[0].refused):
         raise results[0]
     return results
 

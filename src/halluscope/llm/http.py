@@ -170,7 +170,8 @@ class OpenAIBackend(Backend):
             raise RetryableError(f"HTTP {resp.status_code}", _retry_after(resp))
         if resp.status_code >= 400:
             note = f" ({self._key_note})" if resp.status_code in (401, 403) else ""
-            raise LLMError(f"HTTP {resp.status_code} from {self.base_url}{path}{note}: {self._redact(resp.text[:300])}")
+            raise LLMError(f"HTTP {resp.status_code} from {self.base_url}{path}{note}: {self._redact(resp.text[:300])}",
+                           refused=True)
         try:
             data = resp.json()
             choice = data["choices"][0]
