@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 
+import httpx
 import numpy as np
 import pytest
 
@@ -215,6 +216,16 @@ def test_a_refused_key_or_a_url_without_scheme_stops_every_llm_method_with_one_l
         assert r.exit_code == 2 and r.output.count("HTTP 401") == 1 and "$HS_WRONG was refused" in r.output, r.output
         r = run("p_true", "HS_UNSET", 3)
         assert r.exit_code == 2 and "no key was sent: $HS_UNSET is not set" in r.output, r.output
+        from serve_helpers import Server  # the service's prompt-only check: the refusal said, as a 422
+
+        srv = Server(str(tmp_path / "s.db"), "--base-url", s.base_url, "--model", "gemma", "--api-key-env",
+                     "HS_WRONG", "--samples", "2").start()
+        try:
+            got = httpx.post(srv.url + "/v1/check", json={"prompt": "Who?"},
+                             headers={"Authorization": f"Bearer {srv.admin_key}"}, timeout=120)
+            assert got.status_code == 422 and "HTTP 401" in got.json()["detail"][0]["message"], got.text
+        finally:
+            srv.stop()
         r = run("p_true", "HS_RIGHT", 4)
         assert r.exit_code == 0, r.output
         # what the LLM methods asked is said (their calls are the run's cost), and a rerun takes them from the cache

@@ -391,6 +391,7 @@ def _json_lines(text: str) -> list:
 
 def _draw(hs: Service, body: dict) -> dict:
     """A prompt-only check: the configured LLM writes the response (T=0) and the samples."""
+    from ..llm.base import LLMError
     from ..llm.sampler import records_from_draws
 
     if hs.config.llm is None:
@@ -398,7 +399,11 @@ def _draw(hs: Service, body: dict) -> dict:
                                           "to draw them (start it with --llm, or --model/--base-url; or send "
                                           "samples)")])
     prompt = body["prompt"]
-    recs, errors = records_from_draws([prompt], hs.config.llm.draw([prompt], n=hs.config.samples))
+    try:
+        draws = hs.config.llm.draw([prompt], n=hs.config.samples)
+    except LLMError as e:  # every draw failed (the LLM refuses, or is away): said as the request's, not a 500
+        raise _unprocessable([RecordError(str(body.get("id") or 0), "samples", f"the server's LLM: {e}")]) from None
+    recs, errors = records_from_draws([prompt], draws)
     if errors:
         raise _unprocessable(errors)
     return {**recs[0].to_dict(), "id": body.get("id") or recs[0].id}
