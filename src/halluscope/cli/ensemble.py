@@ -134,7 +134,8 @@ def ensemble_qa(
     components: str = ComponentsOpt,
     folds: int = typer.Option(5, "--folds"),
     seed: int = typer.Option(0, "--seed"),
-    concurrency: int = typer.Option(1, "--concurrency", help="Parallel requests (1 for a local model)."),
+    concurrency: Optional[int] = typer.Option(None, "--concurrency", help="Parallel requests (default "
+                                              "$HALLUSCOPE_CONCURRENCY, else 4).", show_default=False),
     cache: Optional[Path] = CacheOpt,
     data: Optional[Path] = DataOpt,
     out: Path = typer.Option(Path("reports/qa"), "--out", help="Report folder (report.md, report.json, PNGs, "
@@ -248,7 +249,7 @@ JUDGE_NAMES = ("self_judge", "external_judge")  # the judges _llm_and_judges can
 def _llm_and_judges(model, base_url, backend, chat, api_key_env, cache, external_judge, external_judge_url, retries):
     """The LLM of the engine's LLM methods (p_true, verbalized, ...): the --model / --base-url backend, else the
     external judge's; and the judges: self_judge (that backend judging the answers) and external_judge."""
-    sampler = _sampler(model, base_url, backend, chat, api_key_env, cache, 1) if (model or base_url) else None
+    sampler = _sampler(model, base_url, backend, chat, api_key_env, cache) if (model or base_url) else None
     judges = _judges(True, sampler, external_judge, external_judge_url, "auto", api_key_env, cache, retries)
     llm = sampler or (judges["external_judge"].sampler if "external_judge" in judges else None)
     return llm, judges

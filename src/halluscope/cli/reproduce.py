@@ -59,7 +59,8 @@ def reproduce_wikibio(
     base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible server for the LLM methods."),
     cache: Optional[Path] = typer.Option(None, "--cache", help="Generation cache for LLM methods (default: "
                                          "as score's --cache)."),
-    concurrency: int = typer.Option(4, "--concurrency"),
+    concurrency: Optional[int] = typer.Option(None, "--concurrency", help="Parallel requests (default "
+                                              "$HALLUSCOPE_CONCURRENCY, else 4).", show_default=False),
 ):
     """Score the 238 WikiBio GPT-3 passages and print our figures beside the paper's Tables 3 and 6."""
     from ..evaluation.paper import paper_rows

@@ -171,7 +171,7 @@ def check(
     temperature: float = typer.Option(1.0, "--temperature", help="Temperature of the samples (main: 0)."),
     max_tokens: int = typer.Option(96, "--max-tokens"),
     seed: int = typer.Option(0, "--seed", help="Seed of the main response; sample i uses seed + i."),
-    concurrency: int = typer.Option(4, "--concurrency", help="Parallel requests."),
+    concurrency: Optional[int] = typer.Option(None, "--concurrency", help="Parallel requests (default 4)."),
     rpm: Optional[float] = typer.Option(None, "--rpm", help="Requests-per-minute limit."),
     tpm: Optional[float] = typer.Option(None, "--tpm", help="Tokens-per-minute limit."),
     cache: Optional[Path] = CacheOpt,

@@ -55,6 +55,7 @@ class PromptScorer:
         self.template = template
         self.params = GenParams(temperature=0.0, max_tokens=max_tokens, seed=0, stop=("\n",))
         self.answered = self.other = 0  # answers that came back, and those neither Yes nor No (read as 0.5)
+        self._warned = False  # said once: the scorer runs per chunk of a run
 
     def method_info(self) -> list[MethodInfo]:
         return [MethodInfo(self.name, bounded=True, description="mean over samples of the LLM's answer to 'is the "
@@ -89,15 +90,15 @@ class PromptScorer:
         return {self.name: out}
 
     def _count(self, answers: list[str]) -> None:
-        """Count the answers neither Yes nor No (SelfCheckGPT reads them as 0.5); warn where most of a batch's are:
-        a model that answers otherwise (a chat model's "The sentence is supported") makes the column look like
-        real, undecided scores."""
-        other = sum(_WORD.search(a or "") is None or _WORD.search(a).group(0).lower() not in ("yes", "no")
-                    for a in answers)
-        self.answered, self.other = self.answered + len(answers), self.other + other
-        if answers and other > len(answers) / 2:
-            warnings.warn(f"prompt: {other} of {len(answers)} answers were neither Yes nor No (read as 0.5): give the "
-                          "model a template it answers with Yes or No (--method-option prompt.template=...)",
+        """Count the answers neither Yes nor No (SelfCheckGPT reads them as 0.5); warn once, where they are most of
+        the answers so far: a model that answers otherwise (a chat model's "The sentence is supported") makes the
+        column look like real, undecided scores."""
+        self.answered += len(answers)
+        self.other += sum(parse_yes_no(a) == 0.5 for a in answers)
+        if not self._warned and self.answered and self.other > self.answered / 2:
+            self._warned = True
+            warnings.warn(f"prompt: {self.other} of {self.answered} answers were neither Yes nor No (read as 0.5): "
+                          "give the model a template it answers with Yes or No (--method-option prompt.template=...)",
                           stacklevel=2)
 
 
