@@ -341,7 +341,11 @@ def test_a_slow_server_is_said_at_its_first_retry_and_the_timeout_is_the_users(t
         assert proxy.seen[:2] == ["timeout", "ok"]
         monkeypatch.setenv("HALLUSCOPE_CONCURRENCY", "four")
         r = CliRunner().invoke(app, ["score", str(src), "-m", "p_true", "--base-url", proxy.base_url, "--model", "m"])
-        assert r.exit_code == 2 and "$HALLUSCOPE_CONCURRENCY='four': not a number" in r.output, r.output
+        assert r.exit_code == 2 and "$HALLUSCOPE_CONCURRENCY='four': not a whole number" in r.output, r.output
+        monkeypatch.setenv("HALLUSCOPE_CONCURRENCY", "2")
+        monkeypatch.setenv("HALLUSCOPE_RPM", "-1")  # it crashed the rate limiter with an IndexError
+        r = CliRunner().invoke(app, ["score", str(src), "-m", "p_true", "--base-url", proxy.base_url, "--model", "m"])
+        assert r.exit_code == 2 and "$HALLUSCOPE_RPM='-1': must be at least 0.001" in r.output, r.output
     finally:
         proxy.stop()
         s.stop()

@@ -250,16 +250,10 @@ def _sampler(model, base_url, backend, chat, api_key_env, cache, concurrency=Non
     """A cached sampler over the chosen backend, or a clean exit naming what is wrong. Requests at once and the
     rate limits are the command's options where it has them, else ``$HALLUSCOPE_CONCURRENCY`` (default 4),
     ``$HALLUSCOPE_RPM``, ``$HALLUSCOPE_TPM``."""
-    from ..llm import Sampler, make_backend
+    from ..llm import Sampler, env_number, make_backend
 
-    env = {}
-    for k in ("concurrency", "rpm", "tpm"):
-        if v := os.environ.get(f"HALLUSCOPE_{k.upper()}"):
-            try:
-                env[k] = float(v)
-            except ValueError:
-                raise ValueError(f"$HALLUSCOPE_{k.upper()}={v!r}: not a number") from None
-    concurrency, rpm, tpm = int(concurrency or env.get("concurrency", 4)), rpm or env.get("rpm"), tpm or env.get("tpm")
+    concurrency = concurrency or env_number("HALLUSCOPE_CONCURRENCY", int, 1) or 4
+    rpm, tpm = rpm or env_number("HALLUSCOPE_RPM", low=0.001), tpm or env_number("HALLUSCOPE_TPM", low=1)
 
     try:
         be = make_backend(model, base_url, chat=chat, api_key_env=api_key_env, kind=backend if backend != "auto" else None)

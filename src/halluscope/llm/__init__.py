@@ -22,6 +22,23 @@ def __getattr__(name: str):
 DEFAULT_TEMPLATE_COMPLETIONS = "Question: {prompt}\nAnswer:"
 
 
+def env_number(var: str, kind=float, low: float = 0.0):
+    """The number an environment variable holds (``kind``: float or int, at least ``low``), or None where it is
+    unset or empty; anything else is a ValueError naming it."""
+    import os
+
+    raw = os.environ.get(var, "").strip()
+    if not raw:
+        return None
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise ValueError(f"${var}={raw!r}: not a{'' if kind is float else ' whole'} number") from None
+    if value < low:
+        raise ValueError(f"${var}={raw!r}: must be at least {low:g}")
+    return value
+
+
 def make_backend(model: str | None = None, base_url: str | None = None, chat: bool = False,
                  api_key_env: str = "OPENAI_API_KEY", kind: str | None = None, **kw) -> Backend:
     """A backend from user settings: ``base_url`` (or ``$HALLUSCOPE_BASE_URL``) selects the OpenAI-compatible
@@ -35,13 +52,10 @@ def make_backend(model: str | None = None, base_url: str | None = None, chat: bo
     if base_url:
         from .http import OpenAIBackend
 
-        for key, var, kind_of in (("timeout", "HALLUSCOPE_TIMEOUT", float), ("max_retries", "HALLUSCOPE_MAX_RETRIES",
-                                                                              int)):
-            if key not in kw and os.environ.get(var):
-                try:
-                    kw[key] = kind_of(os.environ[var])
-                except ValueError:
-                    raise ValueError(f"${var}={os.environ[var]!r}: not a number") from None
+        for key, var, kind, low in (("timeout", "HALLUSCOPE_TIMEOUT", float, 0.1),
+                                    ("max_retries", "HALLUSCOPE_MAX_RETRIES", int, 0)):
+            if key not in kw and (value := env_number(var, kind, low)) is not None:
+                kw[key] = value
         return OpenAIBackend(model or "default", base_url=base_url, mode="chat" if chat else "completions",
                              api_key_env=api_key_env, **kw)
     if kind == "transformers":
