@@ -552,6 +552,9 @@ def test_commands_that_write_at_the_end_lock_their_output_for_the_whole_run(tmp_
         Detector(methods=["ngram1_max"]).score([GOOD], output=tmp_path / "lib.csv")
     Detector(methods=["ngram1_max"]).score([GOOD], output=tmp_path / "lib.csv")
     assert (tmp_path / "lib.csv").exists() and not (tmp_path / "lib.csv.lock").exists()
+    with OutputLock(tmp_path / "evr.json"):  # evaluate of a results file (recombined, written at the end) too
+        r = CliRunner().invoke(app, ["evaluate", str(tmp_path / "ev.jsonl"), "-o", str(tmp_path / "evr.json")])
+        assert r.exit_code == 2 and "another run is writing" in r.output, r.output
     r = CliRunner().invoke(app, [*runs["sc.csv"], "-o", str(tmp_path / "new" / "deeper" / "sc.csv")])  # made
     assert r.exit_code == 0 and (tmp_path / "new" / "deeper" / "sc.csv").exists(), r.output
     r = CliRunner().invoke(app, ["ensemble", "score", str(src), "-o", str(src)])

@@ -252,10 +252,9 @@ def evaluate(
     from ..io import write_results
 
     chosen = [m.strip() for m in methods.split(",")] if methods else None
+    prepare_output(output, path, hold=True)  # a results file's or labelled records': checked and locked first
     res, scored_now = load_results(path, with_, combine, _parse_range(passages), chosen, learned, calibration_file)
     if res is None:  # labelled records: score them now
-        if output:
-            prepare_output(output, path, hold=True)
         det = _detector(methods, encoder, layer, nli, precision=precision, split=split,
                         learned=str(learned) if learned else None)
         res = _score_labelled(det, path, _parse_range(passages))
