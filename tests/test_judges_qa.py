@@ -32,6 +32,7 @@ def test_verdict_and_cot_parsing():
     assert parse_yes_reason("No.") == (False, "") and parse_yes_reason("maybe") == (None, "")
     # the vote opens the reply; the instruction echoed back is no vote (the 270M model's usual reply)
     assert parse_yes_reason('**No**') == (False, "") and parse_yes_reason("Yes, the year is wrong.")[0] is True
+    assert parse_yes_reason("Answer: Yes") == (True, "") and parse_yes_reason("Return: no")[0] is False  # a label
     for echo in ('"Yes" if the generated answer is a hallucination, "No" otherwise.', "yes or no", "Yes/No",
                  '"yes" if the generated answer is a hallucination. Otherwise, return "no".', "The answer is yes."):
         assert parse_yes_reason(echo) == (None, ""), echo

@@ -16,6 +16,7 @@ import json
 import os
 import random
 import re
+import threading
 import time
 import warnings
 from typing import Any
@@ -86,6 +87,7 @@ class OpenAIBackend(Backend):
                           f"no key was sent: ${api_key_env} is not set" if api_key_env else "no key was sent")
         self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
         self.retries = 0  # how many retries this backend made (for tests and reports)
+        self._count_lock = threading.Lock()
         self._reached = False  # has the server answered once? Before that, a refused connection is not retried
 
     def _redact(self, text: str) -> str:
@@ -129,8 +131,10 @@ class OpenAIBackend(Backend):
         raise LLMError("unreachable")  # pragma: no cover
 
     def _count(self, state: RetryCallState) -> None:
-        self.retries += 1
-        if self.retries == 1:  # said once, so a slow or failing server is not minutes of silence
+        with self._count_lock:  # requests retry on several threads at once
+            self.retries += 1
+            first = self.retries == 1
+        if first:  # said once, so a slow or failing server is not minutes of silence
             exc = state.outcome.exception() if state.outcome else None
             what = (f"no answer in {self._client.timeout.read:g} s" if isinstance(exc, httpx.TimeoutException)
                     else str(exc) or type(exc).__name__)

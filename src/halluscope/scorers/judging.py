@@ -58,7 +58,7 @@ def parse_verdict(text: str) -> float | None:
 
 
 _NUMBER = re.compile(r"^[\s\"'*(\[]*(?:(?:score|confidence|rating|probability)\b\s*(?:\([^)]*\))?\s*[:=]?\s*)?"
-                     r"(\d+(?:\.\d+)?|\.\d+)\s*(%|/\s*\d+(?:\.\d+)?|\(?out\s+of\s+\d+(?:\.\d+)?\)?)?", re.IGNORECASE)
+                     r"(\d+(?:\.\d+)?|\.\d+)\s*(%|/\s*\d+(?:\.\d+)?|\(?(?:out\s+)?of\s+\d+(?:\.\d+)?\)?)?", re.IGNORECASE)
 
 
 def parse_scale(text: str, hi: float, integer: bool = False) -> float | None:
@@ -73,7 +73,7 @@ def parse_scale(text: str, hi: float, integer: bool = False) -> float | None:
     m = _NUMBER.match(line)
     if not m or re.match(r"\.\s*[A-Za-z]|\s*[-\u2013]\s*\d", line[m.end():]):  # '1. The answer': a list item
         return None  # '1-5: 4': a range
-    x, unit = float(m.group(1)), re.sub(r"[\s()]|out\s*of", "/", m.group(2) or "", flags=re.I).strip("/")
+    x, unit = float(m.group(1)), re.sub(r"[\s()]|out|of", "/", m.group(2) or "", flags=re.I).strip("/")
     unit = "/" + unit if unit and unit != "%" else unit
     if unit.startswith("/"):
         if float(unit[1:]) != hi:
@@ -161,7 +161,8 @@ COT_PROMPT = (
 )
 COT_TEMPLATE = COT_PROMPT + "\n\n{question_line}Perfect Answer: {ground_truth}\n\nGenerated Answer: {inference}\n\nReturn:"
 
-_YES_NO = re.compile(r"^[\s\"'*(\[]*(yes|no)\b[\"'*)\]]*", re.IGNORECASE)
+_YES_NO = re.compile(r"^[\s\"'*(\[]*(?:(?:answer|return|output|verdict|hallucination)\s*:\s*[\"'*]*)?(yes|no)\b"
+                     r"[\"'*)\]]*", re.IGNORECASE)  # a leading label ("Answer: Yes", the template's "Return:") skipped
 _ECHO = re.compile(r"\s*(?:if|or|otherwise|/)\b|\s*/", re.IGNORECASE)  # '"Yes" if the answer is': the instruction
 
 
