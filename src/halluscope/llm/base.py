@@ -85,8 +85,8 @@ class Generation:
 
 class LLMError(RuntimeError):
     """A generation that failed for good (after the bounded retries), or a bad answer from the server.
-    ``refused``: the server said no to the request itself (a 4xx: a refused key, an unknown model), which no retry
-    or later request would change."""
+    ``refused``: the server said no to every request of this run (401, 403, 404: a refused key, an unknown model),
+    which no retry or later request would change; a 400 (a prompt too long) is one request's."""
 
     def __init__(self, *args, refused: bool = False):
         super().__init__(*args)

@@ -175,7 +175,7 @@ class OpenAIBackend(Backend):
         if resp.status_code >= 400:
             note = f" ({self._key_note})" if resp.status_code in (401, 403) else ""
             raise LLMError(f"HTTP {resp.status_code} from {self.base_url}{path}{note}: {self._redact(resp.text[:300])}",
-                           refused=True)
+                           refused=resp.status_code in (401, 403, 404))  # the key or the model; a 400 is the request's
         try:
             data = resp.json()
             choice = data["choices"][0]
