@@ -111,6 +111,11 @@ def test_llm_splitter_reads_one_claim_per_line_and_keeps_sentence_indices():
     assert out == [Claim("Ada was born in 1990.", 0), Claim("Ada lives in Paris.", 1), Claim("Ada is a painter.", 1)]
     assert "Context: Ada was born in 1990.\nSentence: She lives in Paris and paints." in be.prompts[1]
     assert parse_claims("1. A is B.\n* C is D.\nClaims:\nE") == ["A is B.", "C is D."]
+    from halluscope import Detector  # the run says which LLM split its claims (another splits otherwise)
+
+    res = Detector(methods=["ngram1_max"], claims="llm", llm=Sampler(be)).score(
+        [{"id": "a", "response": "She lives in Paris and paints.", "samples": ["She lives in Paris."]}])
+    assert res.settings["claims"]["llm"] == "scripted:claims" and len(res.items[0].claims) == 2
 
 
 def _item_with_claims() -> ItemResult:

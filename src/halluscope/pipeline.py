@@ -563,6 +563,8 @@ class Detector:
         if self.claims is not None:
             settings["claims"] = {"splitter": self.claims, "methods": list(self.claim_methods),
                                   "response": "mean of the claim scores"}
+            if self.claims == "llm" and self.llm is not None:  # which LLM split them: another splits otherwise
+                settings["claims"]["llm"] = self.llm.backend.cache_id()
         if self._learned is not None:
             settings["learned"] = {"components": self._learned.components, "weights": self._learned.weights,
                                    "trained_on": self._learned.trained_on}

@@ -90,7 +90,8 @@ ModelOpt = typer.Option(None, "--model", help="Model: a GGUF path (local, defaul
                         "Hugging Face id (--backend transformers), or the server's model name (with --base-url). Env: "
                         "HALLUSCOPE_MODEL.")
 BaseUrlOpt = typer.Option(None, "--base-url", help="An OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1 (env "
-                          "HALLUSCOPE_BASE_URL).")
+                          "HALLUSCOPE_BASE_URL; its requests' timeout and retries: HALLUSCOPE_TIMEOUT, default 60 s, "
+                          "and HALLUSCOPE_MAX_RETRIES, default 6).")
 BackendOpt = typer.Option("auto", "--backend", help="auto | transformers (auto: HTTP with --base-url, else the local "
                           "GGUF).")
 ChatOpt = typer.Option(False, "--chat", help="Use /chat/completions instead of /completions.")
