@@ -55,8 +55,8 @@ QuietOpt = typer.Option(False, "--quiet", "-q", help="No per-record view on stdo
 ClaimsOpt = typer.Option(None, "--claims", help="Also split each sentence into atomic claims and score them: 'rule' "
                          "(offline parse) or 'llm' (a prompt on --model / --base-url, default the packaged model).")
 MethodsOpt = typer.Option(None, "--methods", "-m", help="Comma-separated method names ('ngram' = every n-gram "
-                          "variant, 'all' = every offline sentence method and the combiners, 'response' = the offline answer-level "
-                          "ones); see `halluscope methods`.")
+                          "variant, 'all' = every offline sentence method and the combiners, 'response' = the "
+                          "offline answer-level ones); see `halluscope methods`.")
 
 
 EncoderOpt = typer.Option(None, "--encoder", help="BERTScore encoder: Hugging Face id, local path, or 'minilm'.")
@@ -102,8 +102,8 @@ QaStageOpt = typer.Option(None, "--qa-stage", help="STAGE=ID_OR_PATH: an MQAG st
                           "LLM, and with all four the qa_* methods run with no LLM.")
 MethodOptionOpt = typer.Option(None, "--method-option", help="METHOD.KEY=VALUE: one setting of one method (VALUE "
                                 "read as JSON, else as text), e.g. judge_panel.combine=majority, "
-                                "'judge_panel.judges=[\"verdict\",\"likert\"]', p_true.k=5 (`halluscope methods` lists each method's keys); "
-                                "repeatable.")
+                                "'judge_panel.judges=[\"verdict\",\"likert\"]', p_true.k=5 (`halluscope methods` "
+                                "lists each method's keys); repeatable.")
 DataOpt = typer.Option(None, "--data", help="The data folder (wikibio/, sac3_nq_open/, questions/, nli/; default: "
                        "$HALLUSCOPE_DATA or ../shared/data).")
 FirstSamplesOpt = typer.Option(None, "--samples", min=1, help="Use only the first K samples of each record (none "
@@ -322,8 +322,9 @@ def _parse_range(s: Optional[str], option: str = "--passages") -> Optional[list[
 
 def fails(fn):
     """Decorator of a command: a library error (ValueError, incl. a bad record; OSError, incl. a missing file; an
-    LLM server that never answered or refused every request; an optional extra that is not installed, ImportError) ends the command with one
-    line on stderr and exit code 2, instead of a traceback; a library warning is one "warning:" line on stderr."""
+    LLM server that never answered or refused every request; an optional extra that is not installed, ImportError)
+    ends the command with one line on stderr and exit code 2, instead of a traceback; a library warning is one
+    "warning:" line on stderr."""
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
