@@ -117,3 +117,25 @@ def test_responses_in_other_languages_are_told_from_english_and_the_run_warns_of
     src.write_text("".join(json.dumps(r) + "\n" for r in recs))
     r = CliRunner().invoke(app, ["score", str(src), "-m", "ngram1_max", "-q"])
     assert r.exit_code == 0 and "warning: 2 of 3 responses do not look like English (de, zh)" in r.output, r.output
+
+
+def test_answers_of_emoji_symbols_or_code_only_are_said_to_have_nothing_to_check(wikibio):
+    """An emoji-only or code-only answer was scored (probabilities 0.57 and 0.70, flagged) though no method has
+    anything to compare in it: a run now warns of such responses and lists them in settings["no_prose"]. A number
+    alone ("42") and prose around code are answers."""
+    import warnings
+
+    from halluscope import Detector
+    from halluscope.text import has_prose
+
+    code = "```python\nimport requests\nprint(requests.get('https://example.com').status_code)\n```"
+    assert all(has_prose(r.response) for r in wikibio)
+    assert [has_prose(t) for t in ("👍🎉", code, "# Example\n\n" + code, "42", "Use this:\n\n" + code, "—…!")] == [
+        False, False, False, True, True, False]
+    recs = [{"id": "emoji", "response": "👍🎉", "samples": ["Sure!"]}, {"id": "code", "response": code,
+            "samples": ["Use requests.get."]}, {"id": "ok", "response": "42", "samples": ["42"]}]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = Detector(methods=["ngram1_max"]).score(recs)
+    assert res.settings["no_prose"] == ["emoji", "code"] and [it.id for it in res.items] == ["emoji", "code", "ok"]
+    assert any(str(w.message).startswith("2 of 3 responses have nothing to check (emoji, code)") for w in caught)

@@ -26,7 +26,7 @@ from .engine.store import Artefacts
 from .io import OutputLock, ResultWriter, check_output, records_from_objects, write_results
 from .scorers import combination
 from .scorers.base import MethodScores, PreparedItem
-from .text import looks_english
+from .text import has_prose, looks_english
 from .types import ItemResult, MethodInfo, Record, RecordError, Results
 
 DEFAULT_METHODS = ("ngram1_max_rel", "bertscore", "nli_support", "entity", "combination", "probability")
@@ -543,6 +543,11 @@ class Detector:
             "resumed": resumed,
             "halluscope": _version(),
         }
+        if bare := [it.id for it in items if not has_prose(it.response or "")]:
+            settings["no_prose"] = bare
+            warnings.warn(f"{len(bare)} of {len(items)} responses have nothing to check ({', '.join(bare[:5])}"
+                          f"{', ...' if len(bare) > 5 else ''}): only emoji, symbols or code; their scores compare "
+                          "nothing", stacklevel=4)
         if foreign := [it.id for it in items if not looks_english(it.response or "")]:
             settings["not_english"] = foreign
             warnings.warn(f"{len(foreign)} of {len(items)} responses do not look like English ({', '.join(foreign[:5])}"

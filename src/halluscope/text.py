@@ -403,3 +403,10 @@ def looks_english(text: str) -> bool:
         return True
     other = sum(w in _OTHER_WORDS for w in _OTHER_USE.findall(prose) if w.islower())
     return other < 2 or other <= 2 * sum(w in _ENGLISH_WORDS for w in words)
+
+
+def has_prose(text: str) -> bool:
+    """Whether ``text`` has anything the methods can check: a letter or a digit outside Markdown's code blocks and
+    headings. An answer of emoji or symbols only, or of code only, has none: its scores compare nothing."""
+    prose = " ".join(markdown_blocks(text)) if is_markdown(text) else text
+    return any(c.isalnum() for c in prose)
