@@ -525,6 +525,10 @@ def test_method_options_name_keys_the_method_takes():
     with pytest.raises(ValueError, match="p_true.kk: p_true takes template, top_logprobs, k, max_ideas, max_tokens"):
         Detector(methods=["p_true"], method_options={"p_true": {"k": 3, "kk": 1}})
     assert Detector(methods=["p_true"], method_options={"p_true": {"k": 3}}).method_options == {"p_true": {"k": 3}}
+    from halluscope.cli.common import _method_options  # a template's lines, typed in a shell as \n
+
+    assert _method_options([r"verbalized.template=Q: {question}\nA: {answer}", 'p_true.k=3']) == {
+        "verbalized": {"template": "Q: {question}\nA: {answer}"}, "p_true": {"k": 3}}
     with pytest.warns(UserWarning, match=r"method options for p_true, which this run does not score \(methods: nli"):
         Detector(methods=["nli"], method_options={"p_true": {"k": 3}})  # set for nothing: said
     from halluscope.cli.common import example_path

@@ -101,7 +101,7 @@ QaStageOpt = typer.Option(None, "--qa-stage", help="STAGE=ID_OR_PATH: an MQAG st
                           "model ('paper' = the original MQAG model); repeat per stage; the others are prompts on the "
                           "LLM, and with all four the qa_* methods run with no LLM.")
 MethodOptionOpt = typer.Option(None, "--method-option", help="METHOD.KEY=VALUE: one setting of one method (VALUE "
-                                "read as JSON, else as text), e.g. judge_panel.combine=majority, "
+                                "read as JSON, else as text, \\n a newline), e.g. judge_panel.combine=majority, "
                                 "'judge_panel.judges=[\"verdict\",\"likert\"]', p_true.k=5 (`halluscope methods` "
                                 "lists each method's keys); repeatable.")
 DataOpt = typer.Option(None, "--data", help="The data folder (wikibio/, sac3_nq_open/, questions/, nli/; default: "
@@ -203,8 +203,8 @@ def _exit_for_skipped(res, output: Optional[Path]) -> None:
 
 def _method_options(specs: Optional[list[str]]) -> dict[str, dict]:
     """``--method-option`` values as ``Detector(method_options=...)``: {method: {key: value}}, VALUE parsed as JSON
-    where it is JSON (numbers, true/false, lists, objects), else kept as text; a malformed one or an unknown method is
-    an error naming it."""
+    where it is JSON (numbers, true/false, lists, objects), else kept as text, in which ``\\n`` and ``\\t`` typed in a
+    shell are a newline and a tab (a template's lines); a malformed one or an unknown method is an error naming it."""
     from ..engine.registry import specs as registry
 
     out: dict[str, dict] = {}
@@ -218,7 +218,7 @@ def _method_options(specs: Optional[list[str]]) -> dict[str, dict]:
         try:
             parsed = json.loads(value)
         except json.JSONDecodeError:
-            parsed = value
+            parsed = value.replace("\\n", "\n").replace("\\t", "\t")
         out.setdefault(method, {})[key.strip()] = parsed
     return out
 
