@@ -77,10 +77,45 @@ def test_combiners_fitted_in_python_are_used_by_the_detector_and_a_refit_file_is
         Logistic(comps).save(tmp_path / "unfitted.json") or LearnedCombination.load(tmp_path / "unfitted.json")
     from halluscope import calibration
 
-    with pytest.raises(ValueError, match="too few reviews"):  # the saved combiner is a base for a refit too
+    with pytest.raises(ValueError, match="too few labels to refit"):  # the saved combiner is a base for a refit too
         calibration.refit_from_reviews(str(tmp_path / "reviews.db"), tmp_path / "cal.json")
     steeper = Calibrated(base=zm, sentence=Platt(a=cal.sentence.a * 3, b=cal.sentence.b), response=Platt())
     steeper.save(tmp_path / "cal.json")  # the same path, rewritten
     p1 = np.concatenate([it.sentence_scores["probability"] for it in Detector(
         methods=[*comps, "probability"], calibration=str(tmp_path / "cal.json")).score(test)])
     assert not np.allclose(p0, p1)
+
+
+def test_calibrate_refits_the_default_probability_on_your_own_labelled_results(tmp_path, wikibio):
+    """A team with its own labelled answers could refit the default probability only through the service's reviews
+    (`calibrate --wikibio` wants WikiBio's passages 0-118): `calibrate --labelled RESULTS` refits the sentence map on
+    their labels, says before / after by cross-validation and when the refit does worse, keeps a level with too few
+    labels (the answers here: none is graded), and `evaluate --calibration` applies the file."""
+    from halluscope import calibration
+    from halluscope.io import write_results
+
+    recs = [{"id": r.id, "response": r.response, "samples": r.samples[:3], "sentences": list(r.sentences),
+             "labels": r.labels} for r in wikibio[150:158]]
+    res = Detector(methods=["ngram1_max_rel", "bertscore", "nli_support", "entity", "probability"]).score(recs)
+    write_results(res, tmp_path / "mine.jsonl")
+    mine_file = str(tmp_path / "mine.jsonl")
+    r = CliRunner().invoke(app, ["calibrate", "--labelled", mine_file, "-o", str(tmp_path / "c.json")])
+    assert r.exit_code == 0, r.output
+    n = sum(len(x["labels"]) for x in recs)
+    assert f"sentences ({n} labelled): ECE" in r.output and "answers: kept as it was: 0 labelled" in r.output
+    rep = json.loads(next(x for x in r.output.splitlines() if x.startswith("{")))
+    assert rep["sentence"]["worse"] == (rep["sentence"]["after_cv"]["brier"] >= rep["sentence"]["before"]["brier"])
+    mine, packaged = calibration.load(tmp_path / "c.json"), calibration.load()
+    assert "refitted from mine.jsonl" in mine.fitted_on and mine.response == packaged.response
+    assert (mine.sentence.a, mine.sentence.b) != (packaged.sentence.a, packaged.sentence.b)
+    r = CliRunner().invoke(app, ["evaluate", str(tmp_path / "mine.jsonl"), "--calibration", str(tmp_path / "c.json"),
+                                 "--json"])
+    assert r.exit_code == 0, r.output
+    bare = CliRunner().invoke(app, ["calibrate", "--labelled", mine_file, "-o", str(tmp_path / "d.json"), "--base",
+                                    str(tmp_path / "c.json")])
+    assert bare.exit_code == 0, bare.output
+    unlabelled = tmp_path / "plain.jsonl"
+    write_results(Detector(methods=["ngram1_max"]).score([{k: v for k, v in recs[0].items() if k != "labels"}]),
+                  unlabelled)
+    r = CliRunner().invoke(app, ["calibrate", "--labelled", str(unlabelled), "-o", str(tmp_path / "e.json")])
+    assert r.exit_code == 2 and "no record carries sentence labels" in r.output, r.output

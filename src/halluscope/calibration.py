@@ -304,67 +304,118 @@ def _before_after(platt: Platt, z: np.ndarray, y: np.ndarray, n: np.ndarray, fol
 def refit_from_reviews(db: str | None = None, base: str | Path | None = None, folds: int = 5,
                        min_reviews: int = 20, ensemble_components=None) -> tuple[dict, dict]:
     """Refit the Platt scalings of the default probability, and the tuned response ensemble, from the service's
-    reviews (``calibrate --from-db``).
-
-    The z statistics stay those of ``base`` (default: the packaged calibration); the sentence Platt is refitted on the
-    reviewed sentences (label: the latest review; inaccurate = hallucinated), the answer Platt on the answers reviewed
-    as a whole, each only with at least ``min_reviews`` reviews of both kinds. Returns the new calibration content
-    and a report: per level, ECE, Brier and AUROC before (the base calibration as it is) and after (out-of-fold
-    predictions of a K-fold cross-validation of the refit), so the gain is measured on reviews it was not fitted on.
-    With at least 20 answers reviewed as a whole (2 of each label), the ensemble's weights and threshold are tuned on
-    them too and written under ``ensemble`` (:mod:`halluscope.serve.ensemble`; components: ``ensemble_components``,
-    else those of the base file's ensemble, else the model-free defaults); report ``ensemble``.
+    reviews (``calibrate --from-db``): :func:`refit` on the reviewed sentences (label: the latest review;
+    inaccurate = hallucinated) and the answers reviewed as a whole. With at least 20 answers reviewed as a whole (2
+    of each label), the ensemble's weights and threshold are tuned on them too and written under ``ensemble``
+    (:mod:`halluscope.serve.ensemble`; components: ``ensemble_components``, else those of the base file's ensemble,
+    else the model-free defaults); report ``ensemble``.
     """
     from .serve import ensemble as serve_ensemble
     from .serve.db import make_engine
     from .serve.store import reviewed_items
 
+    engine = make_engine(db)
+    sentences, answers = reviewed_items(engine)
+    content, report = refit(sentences, answers, base, folds, min_reviews, "reviews (halluscope serve)",
+                            require=False)
+    base_ens = serve_ensemble.load(base or packaged_path())
+    ens, report["ensemble"] = serve_ensemble.refit(engine, base_ens, ensemble_components, folds)
+    engine.dispose()
+    if ens is not None:
+        content[serve_ensemble.ENTRY] = dataclasses.asdict(ens)
+    _check_refitted(report, min_reviews)
+    return content, report
+
+
+def refit_from_results(paths, base: str | Path | None = None, folds: int = 5, min_reviews: int = 20
+                       ) -> tuple[dict, dict]:
+    """Refit the Platt scalings of the default probability on your own labelled results (``calibrate --labelled``):
+    results files of ``score`` / ``evaluate -o`` holding the default probability's components, whose records carry
+    sentence ``labels`` (1 hallucinated, 0 accurate) and/or a whole answer's grade ``correct``. :func:`refit`."""
+    from .io import read_results
+
+    sentences, answers, names = [], [], []
+    for path in paths:
+        res = read_results(path)
+        names.append(Path(path).name)
+        sentences += [(it, [None if x != x else float(x) for x in it.labels]) for it in res.items
+                      if it.labels is not None]
+        answers += [(it, not it.correct) for it in res.items if it.correct is not None]
+    if not sentences and not answers:
+        raise ValueError(f"{', '.join(names)}: no record carries sentence labels ('labels') or a grade ('correct'): "
+                         "score labelled records (`halluscope evaluate RECORDS -o RESULTS.jsonl`) and give those")
+    content, report = refit(sentences, answers, base, folds, min_reviews, ", ".join(names))
+    _check_refitted(report, min_reviews)
+    return content, report
+
+
+def refit(sentences, answers, base: str | Path | None = None, folds: int = 5, min_reviews: int = 20,
+          source: str = "", require: bool = True) -> tuple[dict, dict]:
+    """The Platt scalings of ``base`` (default: the packaged calibration) refitted on labelled sentences
+    (``[(ItemResult, [label or None per sentence])]``, 1 = hallucinated) and answers (``[(ItemResult, wrong)]``);
+    the z statistics stay the base's. A level is refitted only with at least ``min_reviews`` labels of it, of both
+    kinds (else it is kept, and the report says why: ``{level}_kept``). The report gives, per level refitted, ECE,
+    Brier and AUROC before (the base map as it is) and after (out-of-fold predictions of a K-fold cross-validation
+    of the refit), and ``worse`` where the refit's cross-validated Brier score is not lower than the base map's: a
+    fit on a handful of labels that does worse is written, but said (:func:`describe_refit`)."""
     base_path = base or packaged_path()
     content = _wrapped(json.loads(Path(base_path).read_text()), base_path)
     cal = from_dict(content["probability"])
-    engine = make_engine(db)
-    sentences, answers = reviewed_items(engine)
-    report: dict = {"sentences_reviewed": 0, "answers_reviewed": len(answers)}
+    missing = sorted({m for it, _ in [*sentences, *answers] for m in cal.components if m not in it.sentence_scores})
+    if missing:
+        raise ValueError(f"the labelled results lack {', '.join(missing)}, components of the default probability: "
+                         f"score them with the default methods ({', '.join(cal.components)})")
     z, y, n = [], [], []
     for it, labels in sentences:
         zs = cal.base.transform(np.column_stack([it.sentence_scores[m] for m in cal.components]))
         z += [zs[i] for i, lab in enumerate(labels) if lab is not None]
         y += [lab for lab in labels if lab is not None]
         n += [it.num_samples for lab in labels if lab is not None]
-    z, y, n = np.asarray(z, float), np.asarray(y, int), np.asarray(n, float)
-    report["sentences_reviewed"] = len(y)
-    if len(y) >= min_reviews and 0 < y.sum() < len(y):
-        report["sentence"] = _before_after(cal.sentence, z, y, n, folds)
-        cal.sentence = _refit(cal.sentence, z, y, n, f"{len(y)} reviewed sentences (halluscope serve)")
-    za = np.array([cal.base.transform(np.column_stack([it.sentence_scores[m] for m in cal.components])).mean()
-                   for it, _ in answers])
-    ya = np.array([int(w) for _, w in answers])
-    na = np.array([it.num_samples for it, _ in answers], float)
-    if len(ya) >= min_reviews and 0 < ya.sum() < len(ya):
-        report["answer"] = _before_after(cal.response, za, ya, na, folds)
-        cal.response = _refit(cal.response, za, ya, na, f"{len(ya)} reviewed answers (halluscope serve)")
-    base_ens = serve_ensemble.load(base_path)
-    ens, report["ensemble"] = serve_ensemble.refit(engine, base_ens, ensemble_components, folds)
-    engine.dispose()
-    if ens is not None:
-        content[serve_ensemble.ENTRY] = dataclasses.asdict(ens)
-    if "sentence" not in report and "answer" not in report:
-        raise ValueError(f"too few reviews to refit: {len(y)} sentences and {len(ya)} answers reviewed; at least "
-                         f"{min_reviews} of one level, with both labels, are needed")
-    cal.fitted_on = f"{cal.fitted_on}; refitted from reviews"
+    za = [cal.base.transform(np.column_stack([it.sentence_scores[m] for m in cal.components])).mean()
+          for it, _ in answers]
+    report: dict = {"sentences_reviewed": len(y), "answers_reviewed": len(answers)}
+    for level, attr, zz, yy, nn in (
+            ("sentence", "sentence", z, y, n),
+            ("answer", "response", za, [int(w) for _, w in answers], [it.num_samples for it, _ in answers])):
+        zz, yy, nn = np.asarray(zz, float), np.asarray(yy, int), np.asarray(nn, float)
+        if len(yy) < min_reviews or not 0 < yy.sum() < len(yy):
+            report[f"{level}_kept"] = (f"{len(yy)} labelled, {int(yy.sum())} of them hallucinated: at least "
+                                       f"{min_reviews} of both kinds are needed")
+            continue
+        report[level] = row = _before_after(getattr(cal, attr), zz, yy, nn, folds)
+        row["worse"] = row["after_cv"]["brier"] >= row["before"]["brier"]
+        setattr(cal, attr, _refit(getattr(cal, attr), zz, yy, nn, f"{len(yy)} labelled {level}s ({source})"))
+    if require:
+        _check_refitted(report, min_reviews)
+    if "sentence" in report or "answer" in report:
+        cal.fitted_on = f"{cal.fitted_on}; refitted from {source}"
     content["probability"] = cal.to_dict()
     content.pop("fit_report", None)  # it described the maps before the refit; the refit's report is returned
     return content, report
 
 
+def _check_refitted(report: dict, min_reviews: int) -> None:
+    """Nothing to write where no level could be measured (too few labels): an error saying how many there are."""
+    if "sentence" not in report and "answer" not in report:
+        raise ValueError(f"too few labels to refit: {report['sentences_reviewed']} sentences and "
+                         f"{report['answers_reviewed']} answers; at least {min_reviews} of one level, with both "
+                         "labels, are needed")
+
+
 def describe_refit(report: dict) -> list[str]:
-    """The lines ``calibrate --from-db`` prints: per refitted level, ECE / Brier / AUROC before and after (CV)."""
+    """The lines ``calibrate --from-db`` / ``--labelled`` print: per level, ECE / Brier / AUROC before and after (CV),
+    and whether it was refitted or kept (and why)."""
     lines = []
     for level in ("sentence", "answer"):
+        kept = report.get(f"{level}_kept")
         if level in report:
             b, a = report[level]["before"], report[level]["after_cv"]
-            lines.append(f"{level}s ({b['n']} reviewed): ECE {b['ece']:.3f} -> {a['ece']:.3f}, Brier {b['brier']:.3f}"
-                         f" -> {a['brier']:.3f}, AUROC {b['auroc']:.3f} -> {a['auroc']:.3f} (after: cross-validation)")
+            lines.append(f"{level}s ({b['n']} labelled): ECE {b['ece']:.3f} -> {a['ece']:.3f}, Brier {b['brier']:.3f}"
+                         f" -> {a['brier']:.3f}, AUROC {b['auroc']:.3f} -> {a['auroc']:.3f} (after: cross-validation); "
+                         + ("refitted, but WORSE by cross-validation than the map it replaces: keep the base "
+                            "calibration until there are more labels" if report[level]["worse"] else "refitted"))
+        elif kept:
+            lines.append(f"{level}s: kept as it was: {kept}")
     ens = report.get("ensemble") or {}
     if "skipped" in ens:
         lines.append(f"ensemble not refitted: {ens['skipped']}")

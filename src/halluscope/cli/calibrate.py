@@ -29,8 +29,11 @@ def calibrate_cmd(
                              "src/halluscope/data/calibration.json in a checkout)."),
     from_db: Optional[str] = typer.Option(None, "--from-db", help="Refit from the reviews in a `halluscope serve` "
                                           "database (a SQLite path or URL) instead; reports before/after by CV."),
-    base: Optional[Path] = typer.Option(None, "--base", help="With --from-db: the calibration refitted (default: "
-                                        "the packaged one)."),
+    labelled: Optional[list[Path]] = typer.Option(None, "--labelled", help="Refit from your own labelled results "
+                                                  "instead: `evaluate RECORDS -o R.jsonl` of records with sentence "
+                                                  "'labels' and/or 'correct', default methods (repeatable)."),
+    base: Optional[Path] = typer.Option(None, "--base", help="With --from-db or --labelled: the calibration refitted "
+                                        "(default: the packaged one)."),
     graded_out: Optional[Path] = typer.Option(None, "--graded-out", help="With --from-db: also write the answers "
                                               "reviewed as a whole as graded JSONL, for `ensemble tune`."),
     ensemble_components: Optional[str] = typer.Option(None, "--ensemble-components", help="With --from-db: the "
@@ -39,7 +42,8 @@ def calibrate_cmd(
                                                       "cosine)."),
 ):
     """Fit the default probability: z statistics and sentence Platt scaling on WikiBio passages 0-118, answer Platt
-    scaling on SAC3 NQ-Open's graded answers; or, with --from-db, refit the Platt scalings from reviewers' marks and,
+    scaling on SAC3 NQ-Open's graded answers; or, with --labelled, refit the Platt scalings on your own labelled
+    results (before/after by cross-validation); or, with --from-db, refit them from reviewers' marks and,
     with 20 or more answers reviewed as a whole, tune the response ensemble's weights on them (written into the same
     file; a server started with --calibration on it picks both up while serving)."""
     from .. import calibration
@@ -49,11 +53,14 @@ def calibrate_cmd(
             raise ValueError(f"--from-db {from_db}: no such database file (the --db of `halluscope serve`)")
         comps = [c.strip() for c in ensemble_components.split(",") if c.strip()] if ensemble_components else None
         content, rep = calibration.refit_from_reviews(from_db, base, ensemble_components=comps)
+        if graded_out:
+            _write_graded(from_db, graded_out)
+    elif labelled:
+        content, rep = calibration.refit_from_results(labelled, base)
+    if from_db or labelled:
         for line in calibration.describe_refit(rep):
             console.print(line, highlight=False)
         print(json.dumps(rep))
-        if graded_out:
-            _write_graded(from_db, graded_out)
     else:
         try:
             counts = [int(x) for x in samples.split(",") if x.strip()]

@@ -297,7 +297,8 @@ def ensemble_tune(
     C = np.array(res["scores"]["components"], float)
     cfg = tune(C, np.array(res["scores"]["hallucination"]), comps, mode=mode)
     cfg.trained_on = f"{path} ({len(items)} answers)"
-    cfg.settings = {"nli": nli_identity(nli), "llms": llm_ids(comps, llm, judges)}  # checked by ensemble score
+    ids = llm_ids(comps, llm, judges)  # the components' values depend on the NLI model and the LLMs: both checked
+    cfg.settings = {"nli": nli_identity(nli), **({"llms": ids} if ids else {})}  # by ensemble score
     cfg.save(out)
     _write_report(report, {"name": f"{path.name} (tuning answers)", **res})
     cut = f" (--folds {folds} cut to the smaller class)" if res["folds"] < folds else ""
