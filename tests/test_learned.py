@@ -108,9 +108,20 @@ def test_calibrate_refits_the_default_probability_on_your_own_labelled_results(t
     mine, packaged = calibration.load(tmp_path / "c.json"), calibration.load()
     assert "refitted from mine.jsonl" in mine.fitted_on and mine.response == packaged.response
     assert (mine.sentence.a, mine.sentence.b) != (packaged.sentence.a, packaged.sentence.b)
-    r = CliRunner().invoke(app, ["evaluate", str(tmp_path / "mine.jsonl"), "--calibration", str(tmp_path / "c.json"),
-                                 "--json"])
+    out = tmp_path / "ev.json"
+    r = CliRunner().invoke(app, ["evaluate", mine_file, "--calibration", str(tmp_path / "c.json"), "-o", str(out)])
     assert r.exit_code == 0, r.output
+    assert "refitted from mine.jsonl" in json.loads(out.read_text())["settings"]["probability"]["fitted_on"]  # said
+    src = tmp_path / "records.jsonl"  # score and check apply it too (only evaluate and serve could)
+    src.write_text("".join(json.dumps(x) + "\n" for x in recs[:2]))
+    r = CliRunner().invoke(app, ["score", str(src), "--calibration", str(tmp_path / "c.json"), "-o",
+                                 str(tmp_path / "s.json"), "-q"])
+    assert r.exit_code == 0, r.output
+    scored = json.loads((tmp_path / "s.json").read_text())
+    assert "refitted from mine.jsonl" in scored["settings"]["probability"]["fitted_on"]
+    x = [[scored["items"][0]["sentence_scores"][m][0] for m in mine.components]]
+    assert scored["items"][0]["sentence_scores"]["probability"][0] == pytest.approx(
+        float(mine.sentence_proba(x, 3)[0]), abs=1e-6)
     bare = CliRunner().invoke(app, ["calibrate", "--labelled", mine_file, "-o", str(tmp_path / "d.json"), "--base",
                                     str(tmp_path / "c.json")])
     assert bare.exit_code == 0, bare.output

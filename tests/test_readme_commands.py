@@ -29,6 +29,7 @@ LIMITS = {
     "halluscope reproduce reference": "--passages 0-2",
     "halluscope reproduce layers": "--passages 0-1",
     "halluscope methods": "",
+    "halluscope calibrate": "",
     "halluscope report": "",
     "halluscope evaluate-nli": "--limit 10 --sets mnli_dev_matched",
     "halluscope train-nli": "--scale 0.002 --synthetic 40 --epochs 0.05 --eval-limit 10",
@@ -106,6 +107,9 @@ def scratch(tmp_path_factory, _wikibio_cached):
                                         for r in rows]
     (d / "answers.csv").write_text("\n".join(lines) + "\n")
     (d / "questions.txt").write_text("Who was Ada Lovelace?\nWhat is the capital of Australia?\n")
+    mine = [{"id": r.id, "response": r.response, "samples": r.samples[:3], "sentences": list(r.sentences),
+             "labels": r.labels} for r in _wikibio_cached[120:128]]  # "Your own labelled answers": 20+ of each
+    (d / "my_labelled.jsonl").write_text("".join(json.dumps(x) + "\n" for x in mine))
     from halluscope.evaluation.sac3 import load_sac3
 
     graded = [{"prompt": it.question, "response": it.response, "samples": list(it.samples)[:5],

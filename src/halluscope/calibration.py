@@ -331,15 +331,16 @@ def refit_from_results(paths, base: str | Path | None = None, folds: int = 5, mi
                        ) -> tuple[dict, dict]:
     """Refit the Platt scalings of the default probability on your own labelled results (``calibrate --labelled``):
     results files of ``score`` / ``evaluate -o`` holding the default probability's components, whose records carry
-    sentence ``labels`` (1 hallucinated, 0 accurate) and/or a whole answer's grade ``correct``. :func:`refit`."""
+    sentence ``labels`` (1 hallucinated, 0 accurate; 0.5, WikiBio's minor inaccuracy, counts as hallucinated, as
+    in NonFact) and/or a whole answer's grade ``correct``. :func:`refit`."""
     from .io import read_results
 
     sentences, answers, names = [], [], []
     for path in paths:
         res = read_results(path)
         names.append(Path(path).name)
-        sentences += [(it, [None if x != x else float(x) for x in it.labels]) for it in res.items
-                      if it.labels is not None]
+        sentences += [(it, [None if x != x else float(x >= 0.5) for x in it.labels]) for it in res.items
+                      if it.labels is not None]  # hallucinated: 1, or WikiBio's minor inaccuracy (0.5), as NonFact
         answers += [(it, not it.correct) for it in res.items if it.correct is not None]
     if not sentences and not answers:
         raise ValueError(f"{', '.join(names)}: no record carries sentence labels ('labels') or a grade ('correct'): "

@@ -95,6 +95,8 @@ BaseUrlOpt = typer.Option(None, "--base-url", help="An OpenAI-compatible server,
 BackendOpt = typer.Option("auto", "--backend", help="auto | transformers (auto: HTTP with --base-url, else the local "
                           "GGUF).")
 ChatOpt = typer.Option(False, "--chat", help="Use /chat/completions instead of /completions.")
+CalibrationOpt = typer.Option(None, "--calibration", help="The default probability's calibration file, from `halluscope "
+                              "calibrate` (--labelled on your answers, or --from-db), instead of the packaged one.")
 ApiKeyEnvOpt = typer.Option("OPENAI_API_KEY", "--api-key-env", help="Environment variable holding the API key (never "
                             "logged or stored).")
 QaStageOpt = typer.Option(None, "--qa-stage", help="STAGE=ID_OR_PATH: an MQAG stage (g1, g2, a, u) as a Hugging Face "

@@ -12,6 +12,7 @@ from ..io import json_safe
 from ..scorers.nli import check_evidence
 from .common import (
     CacheOpt,
+    CalibrationOpt,
     QaStageOpt,
     ModelOpt,
     BaseUrlOpt,
@@ -87,13 +88,9 @@ def score(
                                          "has GPUs, else 0)."),
     cpus: Optional[float] = typer.Option(None, "--cpus-per-actor", help="With --engine ray: CPUs (threads) per actor."),
     batch_tokens: Optional[int] = typer.Option(None, "--batch-tokens", help="With --engine ray: words per batch."),
-    method_option: Optional[list[str]] = MethodOptionOpt,
-    model: Optional[str] = ModelOpt,
-    base_url: Optional[str] = BaseUrlOpt,
-    backend: str = BackendOpt,
-    chat: bool = ChatOpt,
-    api_key_env: str = ApiKeyEnvOpt,
-    cache: Optional[Path] = CacheOpt,
+    method_option: Optional[list[str]] = MethodOptionOpt, calibration: Optional[Path] = CalibrationOpt,
+    model: Optional[str] = ModelOpt, base_url: Optional[str] = BaseUrlOpt, backend: str = BackendOpt,
+    chat: bool = ChatOpt, api_key_env: str = ApiKeyEnvOpt, cache: Optional[Path] = CacheOpt,
 ):
     """Score every sentence of each record's response against its samples, and each passage as a whole. Methods that
     ask an LLM (p_true, verbalized, the judges, prompt, ...) use --model / --base-url (default: the packaged local
@@ -103,7 +100,8 @@ def score(
         methods=methods, encoder=encoder, layer=layer, precision=precision, sentence_split=split, nli=nli,
         nli_evidence=check_evidence(nli_evidence), nli_precision=nli_precision,
         bertscore_baseline=str(baseline) if baseline else None, combine=combine, qa_stages=_qa_stages(qa_stage),
-        method_options=_method_options(method_option)).items() if v or k not in ("qa_stages", "method_options")}
+        method_options=_method_options(method_option), calibration=str(calibration) if calibration else None,
+    ).items() if v or k not in ("qa_stages", "method_options")}
     if engine != "local":
         if claims or model or base_url or samples:
             raise ValueError("--claims, --samples and LLM methods (--model, --base-url) run with --engine local (the "
@@ -161,11 +159,8 @@ def check(
     methods: Optional[str] = typer.Option(None, "--methods", "-m",
                                           help="Scoring methods; default: the default methods and their calibrated "
                                           "probability; add 'prompt', 'greybox', 'qa', ..."),
-    model: Optional[str] = ModelOpt,
-    base_url: Optional[str] = BaseUrlOpt,
-    backend: str = BackendOpt,
-    chat: bool = ChatOpt,
-    api_key_env: str = ApiKeyEnvOpt,
+    model: Optional[str] = ModelOpt, base_url: Optional[str] = BaseUrlOpt, backend: str = BackendOpt,
+    chat: bool = ChatOpt, api_key_env: str = ApiKeyEnvOpt, calibration: Optional[Path] = CalibrationOpt,
     template: Optional[str] = typer.Option(None, "--template", help="How a prompt is put to the model; default "
                                            "'Question: {prompt}\\nAnswer:' for completions, '{prompt}' for chat."),
     temperature: float = typer.Option(1.0, "--temperature", help="Temperature of the samples (main: 0)."),
@@ -193,7 +188,7 @@ def check(
     if not items:
         raise ValueError("give prompts as arguments or with --file")
     det = _detector(methods, None, None, nli, method_options=_method_options(method_option) or None,
-                    qa_stages=_qa_stages(qa_stage))  # before any generation: a bad option fails at once
+                    qa_stages=_qa_stages(qa_stage), calibration=str(calibration) if calibration else None)
     sampler = _sampler(model, base_url, backend, chat, api_key_env, cache, concurrency, rpm, tpm)
     records, problems = _draw(sampler, items, template, chat, dict(n=n, temperature=temperature,
                                                                    max_tokens=max_tokens, seed=seed,
@@ -261,7 +256,8 @@ def evaluate(
     if calibration_file and scored_now:  # a results file's was recomputed as it was read
         from .. import calibration
 
-        calibration.apply(res.items, calibration.load(calibration_file))
+        calibration.apply(res.items, cal := calibration.load(calibration_file))
+        res.settings["probability"] = cal.to_dict()
     if output:
         write_results(res, output)
     figures = evaluate_all(res, None if scored_now else chosen, ties=ties)

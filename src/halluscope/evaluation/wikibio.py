@@ -72,7 +72,9 @@ def passages_by_id(items: list, passages: list[Record], what: str = "the results
     if len(got) < len(ids) and not (partial and got):
         raise ValueError(f"{what} holds {len(got)} of the {len(ids)} WikiBio passages {asked or 'asked for'} (found "
                          "by id): score them first (`halluscope reproduce wikibio --passages ... -o FILE`), or ask "
-                         "for the passages the file holds")
+                         "for the passages the file holds" + ("; your own labelled answers, not WikiBio's, refit the "
+                                                              "default probability with `halluscope calibrate "
+                                                              "--labelled FILE`" if not got else ""))
     return got
 
 
@@ -301,8 +303,10 @@ def load_results(path, with_=None, combine: str | None = None, positions=None, m
     if calibration_file:  # before the methods are picked: "probability" may be asked for and recomputed here
         from .. import calibration
 
-        calibration.apply(res.items, calibration.load(calibration_file))
+        cal = calibration.load(calibration_file)
+        calibration.apply(res.items, cal)
         res.methods = list(dict.fromkeys([*res.methods, calibration.NAME]))
+        res.settings["probability"] = cal.to_dict()  # which calibration the figures are of: said in the output
     if methods:
         keep_methods(res, methods)
     return res, False
