@@ -167,6 +167,7 @@ def test_evaluate_show_and_report_command(tmp_path, wikibio):
     assert r.exit_code == 0, r.output
     assert wikibio[0].sentences[0][:30] in r.stdout and wikibio[2].sentences[0][:30] not in r.stdout
     assert "{label" in r.stdout  # each shown sentence carries its human label
+    assert "4 records scored" in r.output  # all of them, though 2 are shown (it said "2 records scored")
     html = tmp_path / "rep.html"
     r = runner.invoke(app, ["report", str(out), "-o", str(html), "--records", str(src)])
     assert r.exit_code == 0, r.output

@@ -112,6 +112,7 @@ def test_calibrate_refits_the_default_probability_on_your_own_labelled_results(t
     r = CliRunner().invoke(app, ["evaluate", mine_file, "--calibration", str(tmp_path / "c.json"), "-o", str(out)])
     assert r.exit_code == 0, r.output
     assert "refitted from mine.jsonl" in json.loads(out.read_text())["settings"]["probability"]["fitted_on"]  # said
+    assert f"probability, {n} labelled sentences: ECE" in r.output and "few sentences" in r.output  # noisy: said
     src = tmp_path / "records.jsonl"  # score and check apply it too (only evaluate and serve could)
     src.write_text("".join(json.dumps(x) + "\n" for x in recs[:2]))
     r = CliRunner().invoke(app, ["score", str(src), "--calibration", str(tmp_path / "c.json"), "-o",

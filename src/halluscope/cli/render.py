@@ -21,16 +21,17 @@ def _shade(score: float, bounded: bool) -> str:
     return f"black on rgb({r},{g},90)"
 
 
-def show_results(results, primary: str | None = None, view: bool = True) -> None:
+def show_results(results, primary: str | None = None, view: bool = True, limit: int | None = None) -> None:
     """A compact coloured view on stdout: each sentence shaded by its score (green = consistent, red = likely
-    hallucinated); ``view=False`` leaves it out. The run's summary line goes to stderr with the other status lines."""
+    hallucinated); ``view=False`` leaves it out, ``limit`` shows the first records only. The run's summary line goes
+    to stderr with the other status lines."""
     infos = results.settings.get("methods", {})
     scored = {m for it in results.items for m in it.sentence_scores}  # response-level methods have no sentences
     # the default output is the calibrated probability; raw method scores shade only where it was not asked for
     primary = primary or next((m for m in ("probability", "learned", "combination", *results.methods)
                                if m in scored), None)
     bounded = bool(infos.get(primary, {}).get("bounded", True))
-    for it in results.items if view else []:
+    for it in results.items[:limit] if view else []:
         head = Text(f"{it.id}", style="bold")
         head.append("  passage: " + "  ".join(f"{m}={v:.3f}" for m, v in it.passage_scores.items()), style="dim")
         console.print(head)

@@ -261,11 +261,8 @@ def evaluate(
     if output:
         write_results(res, output)
     figures = evaluate_all(res, None if scored_now else chosen, ties=ties)
-    if show and not as_json:
-        from ..types import Results
-
-        show_results(Results(items=res.items[:show], methods=res.methods, settings=res.settings),
-                     primary=chosen[0] if chosen else None)
+    if show and not as_json:  # the first records in view; the summary counts them all
+        show_results(res, primary=chosen[0] if chosen else None, limit=show)
     _render_figures(figures, path.name, as_json)
     if scored_now:  # records scored here: the skipped ones are listed and said by the exit code
         _exit_for_skipped(res, output)
@@ -311,8 +308,9 @@ def _render_figures(figures: dict, name: str, as_json: bool) -> None:
                       f"random order NonFact {r['nonfact']:.2f}, NonFact* {r['nonfact_star']:.2f}, Factual "
                       f"{r['factual']:.2f} (the trapezoidal AUC-PR favours ties; --ties random)", highlight=False)
     if calib:
+        few = "; few sentences: an ECE on under 200 moves by several points from sample to sample" * (calib["n"] < 200)
         console.print(f"probability, {calib['n']} labelled sentences: ECE {calib['ece']:.4f}, Brier "
-                      f"{calib['brier']:.4f} ({calib['bins']} bins; positive: minor or major inaccurate)")
+                      f"{calib['brier']:.4f} ({calib['bins']} bins; positive: minor or major inaccurate{few})")
     if answers:
         console.print(_table(answers, title=f"{name}: graded answers (positive: wrong; fractions; PRR and AURC of "
                              "rejecting by the score)", columns=("n", "wrong", "auroc", "prr", "aurc", "ece", "brier"),
