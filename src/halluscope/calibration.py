@@ -366,14 +366,16 @@ def refit(sentences, answers, base: str | Path | None = None, folds: int = 5, mi
     if missing:
         raise ValueError(f"the labelled results lack {', '.join(missing)}, components of the default probability: "
                          f"score them with the default methods ({', '.join(cal.components)})")
+    def z_of(it: ItemResult) -> np.ndarray:  # a result's combination z per sentence, as the default probability's
+        return cal.base.transform(np.column_stack([it.sentence_scores[m] for m in cal.components]))
+
     z, y, n = [], [], []
     for it, labels in sentences:
-        zs = cal.base.transform(np.column_stack([it.sentence_scores[m] for m in cal.components]))
+        zs = z_of(it)
         z += [zs[i] for i, lab in enumerate(labels) if lab is not None]
         y += [lab for lab in labels if lab is not None]
         n += [it.num_samples for lab in labels if lab is not None]
-    za = [cal.base.transform(np.column_stack([it.sentence_scores[m] for m in cal.components])).mean()
-          for it, _ in answers]
+    za = [z_of(it).mean() for it, _ in answers]
     report: dict = {"sentences_reviewed": len(y), "answers_reviewed": len(answers)}
     for level, attr, zz, yy, nn in (
             ("sentence", "sentence", z, y, n),

@@ -73,10 +73,9 @@ def parse_scale(text: str, hi: float, integer: bool = False) -> float | None:
     m = _NUMBER.match(line)
     if not m or re.match(r"\.\s*[A-Za-z]|\s*[-\u2013]\s*\d", line[m.end():]):  # '1. The answer': a list item
         return None  # '1-5: 4': a range
-    x, unit = float(m.group(1)), re.sub(r"[\s()]|out|of", "/", m.group(2) or "", flags=re.I).strip("/")
-    unit = "/" + unit if unit and unit != "%" else unit
-    if unit.startswith("/"):
-        if float(unit[1:]) != hi:
+    x, unit = float(m.group(1)), m.group(2) or ""
+    if unit and unit != "%":  # a denominator: 'x/N', 'x out of N', 'x (of N)'
+        if float(re.search(r"\d+(?:\.\d+)?", unit)[0]) != hi:
             return None
     elif integer and ("." in m.group(1) or unit == "%"):
         return None
@@ -163,7 +162,7 @@ COT_TEMPLATE = COT_PROMPT + "\n\n{question_line}Perfect Answer: {ground_truth}\n
 
 _YES_NO = re.compile(r"^[\s\"'*(\[]*(?:(?:answer|return|output|verdict|hallucination)\s*:\s*[\"'*]*)?(yes|no)\b"
                      r"[\"'*)\]]*", re.IGNORECASE)  # a leading label ("Answer: Yes", the template's "Return:") skipped
-_ECHO = re.compile(r"\s*(?:if|or|otherwise|/)\b|\s*/", re.IGNORECASE)  # '"Yes" if the answer is': the instruction
+_ECHO = re.compile(r"\s*(?:(?:if|or|otherwise)\b|/)", re.IGNORECASE)  # '"Yes" if the answer is': the instruction
 
 
 def parse_yes_reason(text: str) -> tuple[bool | None, str]:
